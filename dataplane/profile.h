@@ -1,0 +1,120 @@
+// A deployment profile: the operator's whole interface to quicsteer.
+//
+// load_profile() decodes one YAML file strictly (unknown keys, wrong types and
+// out-of-range values are errors) and cross-checks it (every RX queue polled
+// by exactly one lcore, at least one owner, watermarks inside the ring, ...)
+// before anything touches EAL or a device. Every error is a ProfileError whose
+// message names the file, line, column and key.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "steering/steering_config.h"
+
+namespace qs {
+
+enum class FlowControl { kNone, kRxPause, kTxPause, kFull };  // 802.3x
+
+struct PortConfig {
+  std::string name;    // how lcores and the action refer to the port
+  std::string device;  // PCI address ("0000:3b:00.0") or vdev devargs ("net_ring0", "net_pcap0,rx_pcap=x.pcap")
+  std::uint16_t rx_queues = 1;
+  std::uint16_t tx_queues = 1;
+  std::uint16_t rx_descriptors = 1024;
+  std::uint16_t tx_descriptors = 1024;
+  bool rss = true;
+  std::uint16_t mtu = 1500;
+  FlowControl flow_control = FlowControl::kNone;
+  bool rx_drop_en = false;  // per-queue drop: isolates queues, but no PAUSE
+
+  bool is_vdev() const { return device.rfind("net_", 0) == 0; }
+};
+
+struct MempoolConfig {
+  std::uint32_t mbufs = 16383;  // 2^n - 1 is the mempool's sweet spot
+  std::uint32_t cache = 256;    // per-lcore cache
+  std::uint16_t data_room = 2176;  // RTE_MBUF_DEFAULT_BUF_SIZE
+};
+
+struct RxQueueRef {
+  std::uint16_t port = 0;   // index into Profile::ports
+  std::uint16_t queue = 0;
+  bool operator==(const RxQueueRef&) const = default;
+};
+
+struct LcoreConfig {
+  unsigned id = 0;              // EAL lcore id
+  std::vector<RxQueueRef> rx;   // queues this lcore polls (may be empty for a pure owner)
+  bool owner = false;           // runs the connection stage for a shard of connections
+};
+
+struct RingConfig {
+  std::uint32_t size = 1024;  // slots per producer->owner ring, power of two
+  std::uint16_t burst = 32;   // RX, hand-off and TX burst
+};
+
+enum class BackpressurePolicy { kPark, kDrop, kShedNew };
+
+struct BackpressureConfig {
+  BackpressurePolicy policy = BackpressurePolicy::kPark;
+  std::uint32_t high_watermark = 0;  // ring occupancy that stops hand-off; 0 = ring size
+  std::uint32_t low_watermark = 0;   // occupancy under which parked traffic resumes; 0 = size / 2
+  std::uint32_t park_timeout_us = 10000;
+};
+
+enum class OwnerAction { kForward, kReflect, kSink };
+
+struct ActionConfig {
+  OwnerAction type = OwnerAction::kForward;
+  int tx_port = -1;                 // index into Profile::ports (forward only)
+  std::uint32_t cost_cycles = 0;    // synthetic per-packet work, for experiments
+  std::uint32_t tx_drain_us = 100;  // flush a partial TX burst after this long
+  std::uint32_t max_connections = 65536;  // per owner shard
+  std::uint32_t idle_timeout_ms = 30000;  // connection state expiry
+};
+
+struct PollingConfig {
+  // After this many empty polls in a row an lcore sleeps idle_sleep_us, so that
+  // more lcores than CPUs (tests, CI, demo) still progress. 0 = never sleep.
+  std::uint32_t idle_sleep_us = 0;
+  std::uint32_t idle_polls_before_sleep = 256;
+};
+
+struct StatsConfig {
+  std::uint32_t period_ms = 1000;  // live table period; 0 = no table
+  std::string json_path;           // summary written at exit; empty = none
+};
+
+struct Profile {
+  std::string path;
+  std::vector<std::string> eal;  // EAL arguments used when none are given on the command line
+  std::vector<PortConfig> ports;
+  MempoolConfig mempool;
+  std::vector<LcoreConfig> lcores;
+  RingConfig rings;
+  SteeringConfig steering;  // steering.owner_lcores is derived from lcores
+  BackpressureConfig backpressure;
+  ActionConfig action;
+  PollingConfig polling;
+  StatsConfig stats;
+  double duration_s = 0;  // 0 = run until SIGINT/SIGTERM
+
+  int port_index(const std::string& name) const;  // -1 when absent
+};
+
+class ProfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads, decodes and validates; throws ProfileError.
+Profile load_profile(const std::string& path);
+// Same, from text; `name` stands for the file in messages.
+Profile parse_profile(const std::string& yaml_text, const std::string& name);
+// The resolved profile, every default filled in, as YAML that load_profile accepts.
+std::string dump_profile(const Profile& profile);
+
+}  // namespace qs

@@ -1,0 +1,46 @@
+// The steering part of a profile, as plain data. The profile loader
+// (dataplane/profile.cpp) fills it from YAML and validates it; steering/ and
+// the tools consume it. Nothing here depends on DPDK.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace qs {
+
+// One QUIC-LB configuration (draft-ietf-quic-load-balancers-21 section 3).
+// The CID is: first octet (3 config-rotation bits, then 5 bits that are either
+// random or, with len_self_encode, the length of the rest of the CID), then
+// server_id_len + nonce_len octets (in the clear, or encrypted when a key is
+// given).
+struct QuicLbConfig {
+  std::uint8_t config_id = 0;      // 0..6; 7 is reserved for unroutable CIDs
+  std::uint8_t server_id_len = 0;  // 1..15
+  std::uint8_t nonce_len = 0;      // 4..18, server_id_len + nonce_len <= 19
+  bool len_self_encode = false;
+  std::optional<std::array<std::uint8_t, 16>> key;  // absent: plaintext
+
+  std::uint8_t cid_len() const { return std::uint8_t(1 + server_id_len + nonce_len); }
+};
+
+// A server ID (as QUIC-LB decodes it) and the lcore that owns its connections.
+struct ServerRoute {
+  std::vector<std::uint8_t> server_id;
+  unsigned owner_lcore = 0;
+};
+
+struct SteeringConfig {
+  std::vector<std::uint16_t> quic_ports{443};
+  // DCID length of short-header packets whose first octet selects no QUIC-LB
+  // config (and for every short header when no config is set).
+  std::uint8_t short_dcid_len = 8;
+  std::vector<QuicLbConfig> quic_lb;        // at most one per config_id
+  std::vector<ServerRoute> server_routes;   // server ID -> owner lcore
+  std::vector<unsigned> owner_lcores;       // every owner, in profile order
+  std::array<std::uint8_t, 16> fallback_key{};  // keys the fallback hash
+  unsigned fallback_vnodes = 128;           // points per owner on the hash ring
+};
+
+}  // namespace qs
