@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that quicsteer's build, tests, demo and
+# benchmarks need. Idempotent and quiet when everything is present; when not
+# root it prints the exact apt-get command instead.
+set -euo pipefail
+
+packages=(
+  g++ meson ninja-build pkg-config python3
+  libdpdk-dev dpdk                 # DPDK 22.11 headers/libs/PMDs, dpdk-testpmd
+  libyaml-cpp-dev libpcap-dev libssl-dev
+  googletest libgtest-dev libbenchmark-dev
+  clang libclang-rt-14-dev         # libFuzzer and clang's sanitizer runtimes
+  lua5.3                           # luac -p over the pktgen scripts
+  tshark                           # checks quicgen's captures decode as QUIC
+  gnuplot-nox                      # the e2e benchmark's plot
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "quicsteer needs these Debian packages: ${missing[*]}" >&2
+  echo "run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2
