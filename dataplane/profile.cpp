@@ -1,0 +1,952 @@
+// Profile loader: strict YAML decoding, cross-checks and the resolved dump.
+//
+// Everything here is control path (runs once, before EAL): errors are
+// ProfileError exceptions carrying "FILE:LINE:COL: KEY: what is wrong".
+#include "dataplane/profile.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <unistd.h>
+#include <utility>
+
+namespace qs {
+
+int Profile::port_index(const std::string& name) const {
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    if (ports[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+namespace {
+
+// Limits of the schema that are not plain per-field ranges.
+constexpr std::uint16_t kMaxQueuesPerPort = 64;
+constexpr unsigned kMaxLcoreId = 127;
+constexpr std::uint32_t kMaxMbufs = 16u << 20;
+constexpr std::uint32_t kMaxMempoolCache = 512;  // RTE_MEMPOOL_CACHE_MAX_SIZE
+// RTE_PKTMBUF_HEADROOM of the Debian DPDK build: the start of every mbuf data
+// room that the NIC does not write, so a frame gets data_room minus this.
+constexpr std::uint32_t kMbufHeadroom = 128;
+// Ethernet header + FCS on top of the MTU (what PMDs size RX buffers for).
+constexpr std::uint32_t kEthernetOverhead = 14 + 4;
+constexpr std::size_t kMaxQuicLbConfigs = 7;   // config ids 0..6
+constexpr unsigned kMaxCidPayload = 19;        // 20-octet CID minus first octet
+constexpr std::size_t kMaxPortNameLength = 32;
+
+// A value with where it came from: the node, its position and its dotted key.
+struct Field {
+  YAML::Node node;
+  YAML::Mark mark;
+  std::string key;
+};
+
+std::string join_key(const std::string& parent, std::string_view name) {
+  if (parent.empty()) return std::string(name);
+  return parent + "." + std::string(name);
+}
+
+std::string index_key(const std::string& parent, std::size_t i) {
+  return parent + "[" + std::to_string(i) + "]";
+}
+
+bool has_position(const YAML::Mark& mark) { return mark.line >= 0 && mark.column >= 0; }
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  if (node.Tag() == "!") return "the quoted string '" + node.Scalar() + "'";
+  return "'" + node.Scalar() + "'";
+}
+
+class Decoder {
+ public:
+  explicit Decoder(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& key,
+                         const std::string& what) const {
+    // yaml-cpp counts from 0; editors and compilers count from 1.
+    const int line = has_position(mark) ? mark.line + 1 : 1;
+    const int column = has_position(mark) ? mark.column + 1 : 1;
+    throw ProfileError(file_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                       (key.empty() ? std::string("(top level)") : key) + ": " + what);
+  }
+  [[noreturn]] void fail(const Field& field, const std::string& what) const {
+    fail(field.mark, field.key, what);
+  }
+
+  // --- scalars ---
+
+  std::string text(const Field& f) const {
+    if (!f.node.IsScalar()) fail(f, "expected a string, got " + describe(f.node));
+    return f.node.Scalar();
+  }
+
+  template <typename T>
+  T integer(const Field& f, std::int64_t min, std::int64_t max) const {
+    if (!f.node.IsScalar() || f.node.Tag() == "!") {
+      fail(f, "expected an integer, got " + describe(f.node));
+    }
+    const std::string& s = f.node.Scalar();
+    const char* first = s.data();
+    const char* last = s.data() + s.size();
+    if (first != last && *first == '+') ++first;
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(first, last, value);
+    if (ec == std::errc::result_out_of_range) {
+      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + s);
+    }
+    if (ec != std::errc() || end != last || first == last) {
+      fail(f, "expected an integer, got " + describe(f.node));
+    }
+    if (value < min || value > max) {
+      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + s);
+    }
+    return static_cast<T>(value);
+  }
+
+  double real(const Field& f, double min, double max) const {
+    if (!f.node.IsScalar() || f.node.Tag() == "!") {
+      fail(f, "expected a number, got " + describe(f.node));
+    }
+    const std::string& s = f.node.Scalar();
+    const char* first = s.data();
+    const char* last = s.data() + s.size();
+    if (first != last && *first == '+') ++first;
+    double value = 0;
+    const auto [end, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc() || end != last || first == last || !std::isfinite(value)) {
+      fail(f, "expected a number, got " + describe(f.node));
+    }
+    if (value < min || value > max) {
+      fail(f, "must be in " + format_real(min) + ".." + format_real(max) + ", got " + s);
+    }
+    return value;
+  }
+
+  bool boolean(const Field& f) const {
+    if (f.node.IsScalar() && f.node.Tag() != "!") {
+      const std::string& s = f.node.Scalar();
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+    }
+    fail(f, "expected true or false, got " + describe(f.node));
+  }
+
+  template <typename E>
+  E choice(const Field& f, std::initializer_list<std::pair<std::string_view, E>> options) const {
+    std::string expected;
+    if (f.node.IsScalar()) {
+      for (const auto& [name, value] : options) {
+        if (f.node.Scalar() == name) return value;
+      }
+    }
+    for (const auto& option : options) {
+      expected += (expected.empty() ? "" : " | ") + std::string(option.first);
+    }
+    fail(f, "expected one of " + expected + ", got " + describe(f.node));
+  }
+
+  // Exactly `octets` octets as hex digits (no prefix, either case).
+  std::vector<std::uint8_t> hex(const Field& f, std::size_t min_octets, std::size_t max_octets) const {
+    const std::string s = text(f);
+    const auto count = [](std::size_t n) {
+      return std::to_string(n) + " hex digit" + (n == 1 ? "" : "s");
+    };
+    const std::string wanted = min_octets == max_octets
+                                   ? count(2 * min_octets)
+                                   : "an even number of hex digits, " + std::to_string(2 * min_octets) +
+                                         ".." + std::to_string(2 * max_octets);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (!std::isxdigit(static_cast<unsigned char>(s[i]))) {
+        fail(f, "expected " + wanted + ", got '" + s + "' ('" + s[i] + "' at position " +
+                    std::to_string(i + 1) + " is not a hex digit)");
+      }
+    }
+    if (s.size() % 2 != 0 || s.size() < 2 * min_octets || s.size() > 2 * max_octets) {
+      fail(f, "expected " + wanted + ", got " + count(s.size()));
+    }
+    std::vector<std::uint8_t> octets(s.size() / 2);
+    for (std::size_t i = 0; i < octets.size(); ++i) {
+      std::from_chars(s.data() + 2 * i, s.data() + 2 * i + 2, octets[i], 16);
+    }
+    return octets;
+  }
+
+  std::array<std::uint8_t, 16> key128(const Field& f) const {
+    const auto octets = hex(f, 16, 16);
+    std::array<std::uint8_t, 16> key{};
+    std::copy(octets.begin(), octets.end(), key.begin());
+    return key;
+  }
+
+  // --- collections ---
+
+  std::vector<Field> list(const Field& f) const {
+    if (!f.node.IsSequence()) fail(f, "expected a list, got " + describe(f.node));
+    std::vector<Field> items;
+    std::size_t i = 0;
+    for (const YAML::Node& item : f.node) {
+      YAML::Mark mark = item.Mark();
+      if (!has_position(mark) || item.IsNull()) mark = has_position(mark) ? mark : f.mark;
+      items.push_back({item, mark, index_key(f.key, i++)});
+    }
+    return items;
+  }
+
+  static std::string format_real(double v) {
+    char buffer[64];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+    return std::string(buffer, result.ptr);
+  }
+
+ private:
+  std::string file_;
+};
+
+// The keys of one YAML map, checked against the keys the schema allows.
+class MapReader {
+ public:
+  MapReader(const Decoder& decoder, Field self, std::initializer_list<std::string_view> allowed)
+      : decoder_(decoder), self_(std::move(self)) {
+    if (!self_.node.IsMap()) decoder_.fail(self_, "expected a map, got " + describe(self_.node));
+    for (auto it = self_.node.begin(); it != self_.node.end(); ++it) {
+      const YAML::Node& key_node = it->first;
+      const YAML::Node& value = it->second;
+      if (!key_node.IsScalar()) {
+        decoder_.fail(key_node.Mark(), self_.key, "keys must be plain names, got " + describe(key_node));
+      }
+      const std::string name = key_node.Scalar();
+      const std::string key = join_key(self_.key, name);
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        std::string expected;
+        for (std::string_view a : allowed) expected += (expected.empty() ? "" : ", ") + std::string(a);
+        decoder_.fail(key_node.Mark(), key, "unknown key (allowed here: " + expected + ")");
+      }
+      for (const Entry& seen : entries_) {
+        if (seen.name == name) {
+          decoder_.fail(key_node.Mark(), key,
+                        "duplicate key (first given on line " + std::to_string(seen.key_mark.line + 1) + ")");
+        }
+      }
+      // An empty value has no position of its own (yaml-cpp puts it at the
+      // next token); the key is where the operator looks.
+      YAML::Mark mark = value.IsNull() || !has_position(value.Mark()) ? key_node.Mark() : value.Mark();
+      entries_.push_back({name, key_node.Mark(), Field{value, mark, key}});
+    }
+  }
+
+  std::optional<Field> get(std::string_view name) const {
+    for (const Entry& e : entries_) {
+      if (e.name == name) return e.field;
+    }
+    return std::nullopt;
+  }
+
+  // A missing required key is reported at the map that should hold it.
+  Field require(std::string_view name) const {
+    if (auto f = get(name)) return *f;
+    decoder_.fail(self_.mark, join_key(self_.key, name), "required key is missing");
+  }
+
+  const Field& self() const { return self_; }
+
+ private:
+  struct Entry {
+    std::string name;
+    YAML::Mark key_mark;
+    Field field;
+  };
+  const Decoder& decoder_;
+  Field self_;
+  std::vector<Entry> entries_;
+};
+
+bool valid_port_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxPortNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+bool hex_digits(std::string_view s, std::size_t n) {
+  return s.size() == n &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
+// DDDD:BB:DD.F or BB:DD.F, device 00..1f, function 0..7 (what EAL's PCI
+// allow-list accepts).
+bool valid_pci_address(std::string_view s) {
+  if (s.size() == 12) {
+    if (!hex_digits(s.substr(0, 4), 4) || s[4] != ':') return false;
+    s.remove_prefix(5);
+  }
+  if (s.size() != 7 || !hex_digits(s.substr(0, 2), 2) || s[2] != ':' || !hex_digits(s.substr(3, 2), 2) ||
+      s[5] != '.' || s[6] < '0' || s[6] > '7') {
+    return false;
+  }
+  unsigned device = 0;
+  std::from_chars(s.data() + 3, s.data() + 5, device, 16);
+  return device <= 0x1f;
+}
+
+// net_<driver><instance>[,key=value...]: a name EAL's --vdev accepts; the
+// arguments are the driver's business.
+bool valid_vdev(std::string_view s) {
+  const std::size_t comma = s.find(',');
+  const std::string_view name = s.substr(0, comma);
+  if (name.size() <= 4 || name.substr(0, 4) != "net_") return false;
+  if (!std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      })) {
+    return false;
+  }
+  return std::none_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+// The identity EAL gives a device: the vdev name before its arguments, or the
+// PCI address without the default domain.
+std::string device_identity(const std::string& device) {
+  if (device.rfind("net_", 0) == 0) return device.substr(0, device.find(','));
+  std::string id = device;
+  std::transform(id.begin(), id.end(), id.begin(), [](char c) { return char(std::tolower(c)); });
+  return id.size() == 7 ? "0000:" + id : id;
+}
+
+std::string list_names(const std::vector<PortConfig>& ports) {
+  std::string names;
+  for (const PortConfig& p : ports) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+std::string list_numbers(const std::vector<unsigned>& numbers) {
+  std::string s;
+  for (unsigned n : numbers) s += (s.empty() ? "" : ", ") + std::to_string(n);
+  return s.empty() ? "none" : s;
+}
+
+// Where cross-checks point: the node of a key, or the map that lacks it.
+Field field_or(const MapReader& map, std::string_view name) {
+  if (auto f = map.get(name)) return *f;
+  Field self = map.self();
+  self.key = join_key(self.key, name);
+  return self;
+}
+
+class ProfileDecoder {
+ public:
+  ProfileDecoder(const Decoder& d, Profile& p) : d_(d), p_(p) {}
+
+  void decode(const YAML::Node& root_node) {
+    const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
+                         {"eal", "ports", "mempool", "lcores", "rings", "steering", "backpressure", "action",
+                          "polling", "stats", "duration_s"});
+    if (auto f = root.get("eal")) {
+      for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
+    }
+    decode_ports(root.require("ports"));
+    if (auto f = root.get("mempool")) decode_mempool(*f);
+    check_frames_fit();
+    decode_lcores(root.require("lcores"));
+    if (auto f = root.get("rings")) decode_rings(*f);
+    if (auto f = root.get("steering")) decode_steering(*f);
+    decode_backpressure(root.get("backpressure"));
+    decode_action(root, root.get("action"));
+    if (auto f = root.get("polling")) decode_polling(*f);
+    if (auto f = root.get("stats")) decode_stats(*f);
+    if (auto f = root.get("duration_s")) p_.duration_s = d_.real(*f, 0, 86400);
+  }
+
+ private:
+  void decode_ports(const Field& f) {
+    const std::vector<Field> items = d_.list(f);
+    if (items.empty()) d_.fail(f, "at least one port is required");
+    for (const Field& item : items) {
+      const MapReader m(d_, item,
+                        {"name", "device", "rx_queues", "tx_queues", "rx_descriptors", "tx_descriptors", "rss",
+                         "mtu", "flow_control", "rx_drop_en"});
+      PortConfig port;
+      const Field name = m.require("name");
+      port.name = d_.text(name);
+      if (!valid_port_name(port.name)) {
+        d_.fail(name, "port names are 1.." + std::to_string(kMaxPortNameLength) +
+                          " of A-Z a-z 0-9 _ -, got '" + port.name + "'");
+      }
+      if (const int other = p_.port_index(port.name); other >= 0) {
+        d_.fail(name, "duplicate port name '" + port.name + "' (also ports[" + std::to_string(other) + "])");
+      }
+      const Field device = m.require("device");
+      port.device = d_.text(device);
+      if (!valid_pci_address(port.device) && !valid_vdev(port.device)) {
+        d_.fail(device, "expected a PCI address (DDDD:BB:DD.F or BB:DD.F) or vdev devargs starting with "
+                        "net_ (e.g. net_null0,no-rx=1), got '" + port.device + "'");
+      }
+      for (std::size_t i = 0; i < p_.ports.size(); ++i) {
+        if (device_identity(p_.ports[i].device) == device_identity(port.device)) {
+          d_.fail(device, "device '" + device_identity(port.device) + "' is already ports[" + std::to_string(i) +
+                              "] ('" + p_.ports[i].name + "')");
+        }
+      }
+      if (auto v = m.get("rx_queues")) port.rx_queues = d_.integer<std::uint16_t>(*v, 0, kMaxQueuesPerPort);
+      if (auto v = m.get("tx_queues")) port.tx_queues = d_.integer<std::uint16_t>(*v, 0, kMaxQueuesPerPort);
+      if (port.rx_queues == 0 && port.tx_queues == 0) {
+        d_.fail(item, "a port needs rx_queues or tx_queues (both are 0)");
+      }
+      if (auto v = m.get("rx_descriptors")) port.rx_descriptors = d_.integer<std::uint16_t>(*v, 32, 16384);
+      if (auto v = m.get("tx_descriptors")) port.tx_descriptors = d_.integer<std::uint16_t>(*v, 32, 16384);
+      if (auto v = m.get("rss")) port.rss = d_.boolean(*v);
+      if (auto v = m.get("mtu")) port.mtu = d_.integer<std::uint16_t>(*v, 68, 9600);
+      if (auto v = m.get("flow_control")) {
+        port.flow_control = d_.choice<FlowControl>(*v, {{"none", FlowControl::kNone},
+                                                        {"rx_pause", FlowControl::kRxPause},
+                                                        {"tx_pause", FlowControl::kTxPause},
+                                                        {"full", FlowControl::kFull}});
+      }
+      if (auto v = m.get("rx_drop_en")) port.rx_drop_en = d_.boolean(*v);
+      p_.ports.push_back(std::move(port));
+      port_maps_.push_back(m);
+    }
+  }
+
+  void decode_mempool(const Field& f) {
+    const MapReader m(d_, f, {"mbufs", "cache", "data_room"});
+    if (auto v = m.get("mbufs")) p_.mempool.mbufs = d_.integer<std::uint32_t>(*v, 1024, kMaxMbufs);
+    if (auto v = m.get("cache")) {
+      p_.mempool.cache = d_.integer<std::uint32_t>(*v, 0, kMaxMempoolCache);
+      // rte_mempool_create() refuses a cache larger than n / 1.5.
+      if (std::uint64_t(p_.mempool.cache) * 3 > std::uint64_t(p_.mempool.mbufs) * 2) {
+        d_.fail(*v, "must be at most mbufs / 1.5 (" + std::to_string(std::uint64_t(p_.mempool.mbufs) * 2 / 3) +
+                        " for " + std::to_string(p_.mempool.mbufs) + " mbufs) as rte_mempool requires, got " +
+                        std::to_string(p_.mempool.cache));
+      }
+    }
+    if (auto v = m.get("data_room")) p_.mempool.data_room = d_.integer<std::uint16_t>(*v, 1024, 65535);
+  }
+
+  // The data path receives single-segment frames only.
+  void check_frames_fit() const {
+    const std::uint32_t room = p_.mempool.data_room > kMbufHeadroom ? p_.mempool.data_room - kMbufHeadroom : 0;
+    for (std::size_t i = 0; i < p_.ports.size(); ++i) {
+      const std::uint32_t frame = p_.ports[i].mtu + kEthernetOverhead;
+      if (frame > room) {
+        d_.fail(field_or(port_maps_[i], "mtu"),
+                "a " + std::to_string(p_.ports[i].mtu) + "-byte MTU needs " + std::to_string(frame) +
+                    "-byte frames, but mempool.data_room " + std::to_string(p_.mempool.data_room) + " minus " +
+                    std::to_string(kMbufHeadroom) + " headroom leaves " + std::to_string(room) +
+                    "; raise mempool.data_room to at least " + std::to_string(frame + kMbufHeadroom));
+      }
+    }
+  }
+
+  void decode_lcores(const Field& f) {
+    const std::vector<Field> items = d_.list(f);
+    if (items.empty()) d_.fail(f, "at least one lcore is required");
+    // Which lcore entry polls each queue, per port; -1 = nobody yet.
+    std::vector<std::vector<int>> poller(p_.ports.size());
+    for (std::size_t i = 0; i < p_.ports.size(); ++i) poller[i].assign(p_.ports[i].rx_queues, -1);
+
+    for (std::size_t index = 0; index < items.size(); ++index) {
+      const Field& item = items[index];
+      const MapReader m(d_, item, {"id", "rx", "owner"});
+      LcoreConfig lcore;
+      const Field id = m.require("id");
+      lcore.id = d_.integer<unsigned>(id, 0, kMaxLcoreId);
+      for (std::size_t j = 0; j < p_.lcores.size(); ++j) {
+        if (p_.lcores[j].id == lcore.id) {
+          d_.fail(id, "duplicate lcore id " + std::to_string(lcore.id) + " (also lcores[" + std::to_string(j) + "])");
+        }
+      }
+      if (auto rx = m.get("rx")) {
+        for (const Field& entry : d_.list(*rx)) {
+          const RxQueueRef ref = decode_queue_ref(entry);
+          int& who = poller[ref.port][ref.queue];
+          if (who >= 0) {
+            d_.fail(entry, "queue " + std::to_string(ref.queue) + " of port '" + p_.ports[ref.port].name +
+                               "' is already polled by lcores[" + std::to_string(who) + "] (id " +
+                               std::to_string(p_.lcores.size() > std::size_t(who) ? p_.lcores[who].id : lcore.id) +
+                               "); each RX queue needs exactly one poller");
+          }
+          who = static_cast<int>(index);
+          lcore.rx.push_back(ref);
+        }
+      }
+      if (auto owner = m.get("owner")) lcore.owner = d_.boolean(*owner);
+      if (lcore.rx.empty() && !lcore.owner) {
+        d_.fail(item, "lcore " + std::to_string(lcore.id) + " polls no RX queue and is not an owner");
+      }
+      if (lcore.owner) p_.steering.owner_lcores.push_back(lcore.id);
+      p_.lcores.push_back(std::move(lcore));
+    }
+    if (p_.steering.owner_lcores.empty()) {
+      d_.fail(f, "no lcore has owner: true; at least one lcore must own connections");
+    }
+    for (std::size_t port = 0; port < poller.size(); ++port) {
+      for (std::size_t queue = 0; queue < poller[port].size(); ++queue) {
+        if (poller[port][queue] < 0) {
+          d_.fail(field_or(port_maps_[port], "rx_queues"),
+                  "queue " + std::to_string(queue) + " of port '" + p_.ports[port].name +
+                      "' is polled by no lcore; list \"" + p_.ports[port].name + ":" + std::to_string(queue) +
+                      "\" in one lcore's rx");
+        }
+      }
+    }
+  }
+
+  RxQueueRef decode_queue_ref(const Field& entry) const {
+    const std::string s = d_.text(entry);
+    const std::size_t colon = s.rfind(':');
+    const auto malformed = [&] {
+      d_.fail(entry, "expected \"port:queue\" (e.g. \"" + (p_.ports.empty() ? std::string("wire") : p_.ports[0].name) +
+                         ":0\"), got '" + s + "'");
+    };
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) malformed();
+    const std::string name = s.substr(0, colon);
+    unsigned queue = 0;
+    const auto [end, ec] = std::from_chars(s.data() + colon + 1, s.data() + s.size(), queue);
+    if (ec != std::errc() || end != s.data() + s.size() || !valid_port_name(name)) malformed();
+    const int port = p_.port_index(name);
+    if (port < 0) d_.fail(entry, "unknown port '" + name + "' (ports: " + list_names(p_.ports) + ")");
+    const PortConfig& pc = p_.ports[port];
+    if (queue >= pc.rx_queues) {
+      d_.fail(entry, "queue " + std::to_string(queue) + " is beyond port '" + name + "', which has " +
+                         std::to_string(pc.rx_queues) + " rx_queues" +
+                         (pc.rx_queues ? " (0.." + std::to_string(pc.rx_queues - 1) + ")" : std::string()));
+    }
+    return RxQueueRef{static_cast<std::uint16_t>(port), static_cast<std::uint16_t>(queue)};
+  }
+
+  void decode_rings(const Field& f) {
+    const MapReader m(d_, f, {"size", "burst"});
+    if (auto v = m.get("size")) {
+      p_.rings.size = d_.integer<std::uint32_t>(*v, 16, 65536);
+      if ((p_.rings.size & (p_.rings.size - 1)) != 0) {
+        d_.fail(*v, "must be a power of two, got " + std::to_string(p_.rings.size));
+      }
+    }
+    if (auto v = m.get("burst")) {
+      p_.rings.burst = d_.integer<std::uint16_t>(*v, 1, 64);
+      if (p_.rings.burst > p_.rings.size) {
+        d_.fail(*v, "must not exceed rings.size (" + std::to_string(p_.rings.size) + "), got " +
+                        std::to_string(p_.rings.burst));
+      }
+    }
+  }
+
+  void decode_steering(const Field& f) {
+    SteeringConfig& s = p_.steering;
+    const MapReader m(d_, f, {"quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback"});
+    if (auto v = m.get("quic_ports")) {
+      const std::vector<Field> items = d_.list(*v);
+      if (items.empty()) d_.fail(*v, "at least one UDP port is required");
+      s.quic_ports.clear();
+      for (const Field& item : items) {
+        const auto port = d_.integer<std::uint16_t>(item, 1, 65535);
+        if (std::find(s.quic_ports.begin(), s.quic_ports.end(), port) != s.quic_ports.end()) {
+          d_.fail(item, "duplicate UDP port " + std::to_string(port));
+        }
+        s.quic_ports.push_back(port);
+      }
+    }
+    if (auto v = m.get("short_dcid_len")) s.short_dcid_len = d_.integer<std::uint8_t>(*v, 0, 20);
+    if (auto v = m.get("quic_lb")) decode_quic_lb(*v);
+    if (auto v = m.get("servers")) decode_servers(*v);
+    if (auto v = m.get("fallback")) {
+      const MapReader fb(d_, *v, {"key", "vnodes"});
+      if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
+      if (auto n = fb.get("vnodes")) s.fallback_vnodes = d_.integer<unsigned>(*n, 1, 4096);
+    }
+  }
+
+  void decode_quic_lb(const Field& f) {
+    const std::vector<Field> items = d_.list(f);
+    if (items.size() > kMaxQuicLbConfigs) {
+      d_.fail(f, "at most " + std::to_string(kMaxQuicLbConfigs) + " configs (config_id 0..6), got " +
+                     std::to_string(items.size()));
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const MapReader m(d_, items[i], {"config_id", "server_id_len", "nonce_len", "key", "len_self_encode"});
+      QuicLbConfig c;
+      const Field id = m.require("config_id");
+      c.config_id = d_.integer<std::uint8_t>(id, 0, 6);
+      for (std::size_t j = 0; j < p_.steering.quic_lb.size(); ++j) {
+        if (p_.steering.quic_lb[j].config_id == c.config_id) {
+          d_.fail(id, "duplicate config_id " + std::to_string(c.config_id) + " (also steering.quic_lb[" +
+                          std::to_string(j) + "])");
+        }
+      }
+      c.server_id_len = d_.integer<std::uint8_t>(m.require("server_id_len"), 1, 15);
+      const Field nonce = m.require("nonce_len");
+      c.nonce_len = d_.integer<std::uint8_t>(nonce, 4, 18);
+      if (unsigned(c.server_id_len) + c.nonce_len > kMaxCidPayload) {
+        d_.fail(nonce, "server_id_len + nonce_len must be at most " + std::to_string(kMaxCidPayload) +
+                           " (a CID is at most 20 octets), got " + std::to_string(c.server_id_len) + " + " +
+                           std::to_string(c.nonce_len));
+      }
+      if (auto k = m.get("key")) c.key = d_.key128(*k);
+      if (auto v = m.get("len_self_encode")) c.len_self_encode = d_.boolean(*v);
+      p_.steering.quic_lb.push_back(c);
+    }
+  }
+
+  void decode_servers(const Field& f) {
+    SteeringConfig& s = p_.steering;
+    const std::vector<Field> items = d_.list(f);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const MapReader m(d_, items[i], {"server_id", "owner"});
+      ServerRoute route;
+      const Field sid = m.require("server_id");
+      route.server_id = d_.hex(sid, 1, 15);
+      const bool length_known = std::any_of(s.quic_lb.begin(), s.quic_lb.end(), [&](const QuicLbConfig& c) {
+        return c.server_id_len == route.server_id.size();
+      });
+      if (!length_known) {
+        std::vector<unsigned> lengths;
+        for (const QuicLbConfig& c : s.quic_lb) lengths.push_back(c.server_id_len);
+        d_.fail(sid, "server_id is " + std::to_string(route.server_id.size()) +
+                         " octets, but no steering.quic_lb config has that server_id_len (have: " +
+                         list_numbers(lengths) + ")");
+      }
+      for (std::size_t j = 0; j < s.server_routes.size(); ++j) {
+        if (s.server_routes[j].server_id == route.server_id) {
+          d_.fail(sid, "duplicate server_id (also steering.servers[" + std::to_string(j) + "])");
+        }
+      }
+      const Field owner = m.require("owner");
+      route.owner_lcore = d_.integer<unsigned>(owner, 0, kMaxLcoreId);
+      if (std::find(s.owner_lcores.begin(), s.owner_lcores.end(), route.owner_lcore) == s.owner_lcores.end()) {
+        d_.fail(owner, "lcore " + std::to_string(route.owner_lcore) +
+                           " is not an owner lcore (owners: " + list_numbers(s.owner_lcores) + ")");
+      }
+      s.server_routes.push_back(std::move(route));
+    }
+  }
+
+  void decode_backpressure(const std::optional<Field>& f) {
+    BackpressureConfig& b = p_.backpressure;
+    const std::uint32_t size = p_.rings.size;
+    std::optional<Field> high, low;
+    if (f) {
+      const MapReader m(d_, *f, {"policy", "high_watermark", "low_watermark", "park_timeout_us"});
+      if (auto v = m.get("policy")) {
+        b.policy = d_.choice<BackpressurePolicy>(*v, {{"park", BackpressurePolicy::kPark},
+                                                      {"drop", BackpressurePolicy::kDrop},
+                                                      {"shed-new", BackpressurePolicy::kShedNew}});
+      }
+      high = m.get("high_watermark");
+      low = m.get("low_watermark");
+      if (auto v = m.get("park_timeout_us")) b.park_timeout_us = d_.integer<std::uint32_t>(*v, 1, 10000000);
+    }
+    if (high) {
+      b.high_watermark = d_.integer<std::uint32_t>(*high, 1, std::numeric_limits<std::uint32_t>::max());
+      if (b.high_watermark > size) {
+        d_.fail(*high, "must not exceed rings.size (" + std::to_string(size) + "), got " +
+                           std::to_string(b.high_watermark));
+      }
+    } else {
+      b.high_watermark = size;
+    }
+    if (low) {
+      b.low_watermark = d_.integer<std::uint32_t>(*low, 0, std::numeric_limits<std::uint32_t>::max());
+      if (b.low_watermark >= b.high_watermark) {
+        d_.fail(*low, "must be below high_watermark (" + std::to_string(b.high_watermark) + "), got " +
+                          std::to_string(b.low_watermark));
+      }
+    } else {
+      // Half the ring, unless an explicit high watermark sits at or below
+      // that; then half of the high watermark.
+      b.low_watermark = size / 2 < b.high_watermark ? size / 2 : b.high_watermark / 2;
+    }
+  }
+
+  void decode_action(const MapReader& root, const std::optional<Field>& f) {
+    ActionConfig& a = p_.action;
+    std::optional<Field> tx_port;
+    std::optional<MapReader> m;
+    if (f) {
+      m.emplace(d_, *f, std::initializer_list<std::string_view>{"type", "tx_port", "cost_cycles", "tx_drain_us",
+                                                                "max_connections", "idle_timeout_ms"});
+      if (auto v = m->get("type")) {
+        a.type = d_.choice<OwnerAction>(*v, {{"forward", OwnerAction::kForward},
+                                             {"reflect", OwnerAction::kReflect},
+                                             {"sink", OwnerAction::kSink}});
+      }
+      tx_port = m->get("tx_port");
+      if (auto v = m->get("cost_cycles")) a.cost_cycles = d_.integer<std::uint32_t>(*v, 0, 1000000);
+      if (auto v = m->get("tx_drain_us")) a.tx_drain_us = d_.integer<std::uint32_t>(*v, 1, 100000);
+      if (auto v = m->get("max_connections")) a.max_connections = d_.integer<std::uint32_t>(*v, 1, 16u << 20);
+      if (auto v = m->get("idle_timeout_ms")) a.idle_timeout_ms = d_.integer<std::uint32_t>(*v, 1, 86400000);
+    }
+    const std::size_t owners = p_.steering.owner_lcores.size();
+    const auto check_tx_queues = [&](std::size_t port, const std::string& role) {
+      const PortConfig& pc = p_.ports[port];
+      if (pc.tx_queues < owners) {
+        d_.fail(field_or(port_maps_[port], "tx_queues"),
+                "port '" + pc.name + "' is " + role + " and needs one TX queue per owner lcore (" +
+                    std::to_string(owners) + "), has " + std::to_string(pc.tx_queues));
+      }
+    };
+    if (a.type == OwnerAction::kForward) {
+      if (!tx_port) {
+        const Field where = m ? field_or(*m, "tx_port") : field_or(root, "action.tx_port");
+        d_.fail(where, "required when action.type is forward (name the port to send on)");
+      }
+      const std::string name = d_.text(*tx_port);
+      a.tx_port = p_.port_index(name);
+      if (a.tx_port < 0) d_.fail(*tx_port, "unknown port '" + name + "' (ports: " + list_names(p_.ports) + ")");
+      check_tx_queues(static_cast<std::size_t>(a.tx_port), "the forward tx_port");
+    } else {
+      if (tx_port) {
+        d_.fail(*tx_port, std::string("only allowed when action.type is forward (type is ") +
+                              (a.type == OwnerAction::kReflect ? "reflect" : "sink") + ")");
+      }
+      a.tx_port = -1;
+      if (a.type == OwnerAction::kReflect) {
+        for (std::size_t i = 0; i < p_.ports.size(); ++i) {
+          if (p_.ports[i].rx_queues > 0) check_tx_queues(i, "an RX port and action.type is reflect");
+        }
+      }
+    }
+  }
+
+  void decode_polling(const Field& f) {
+    const MapReader m(d_, f, {"idle_sleep_us", "idle_polls_before_sleep"});
+    if (auto v = m.get("idle_sleep_us")) p_.polling.idle_sleep_us = d_.integer<std::uint32_t>(*v, 0, 1000000);
+    if (auto v = m.get("idle_polls_before_sleep")) {
+      p_.polling.idle_polls_before_sleep = d_.integer<std::uint32_t>(*v, 1, 1000000000);
+    }
+  }
+
+  void decode_stats(const Field& f) {
+    const MapReader m(d_, f, {"period_ms", "json"});
+    if (auto v = m.get("period_ms")) {
+      p_.stats.period_ms = d_.integer<std::uint32_t>(*v, 0, 3600000);
+      if (p_.stats.period_ms != 0 && p_.stats.period_ms < 100) {
+        d_.fail(*v, "must be 0 (off) or in 100..3600000, got " + std::to_string(p_.stats.period_ms));
+      }
+    }
+    if (auto v = m.get("json")) p_.stats.json_path = d_.text(*v);
+  }
+
+  const Decoder& d_;
+  Profile& p_;
+  std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
+};
+
+std::string hex_string(const std::uint8_t* data, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) {
+    s += kDigits[data[i] >> 4];
+    s += kDigits[data[i] & 0xf];
+  }
+  return s;
+}
+
+const char* flow_control_name(FlowControl fc) {
+  switch (fc) {
+    case FlowControl::kNone: return "none";
+    case FlowControl::kRxPause: return "rx_pause";
+    case FlowControl::kTxPause: return "tx_pause";
+    case FlowControl::kFull: return "full";
+  }
+  return "none";
+}
+
+const char* policy_name(BackpressurePolicy p) {
+  switch (p) {
+    case BackpressurePolicy::kPark: return "park";
+    case BackpressurePolicy::kDrop: return "drop";
+    case BackpressurePolicy::kShedNew: return "shed-new";
+  }
+  return "park";
+}
+
+const char* action_name(OwnerAction a) {
+  switch (a) {
+    case OwnerAction::kForward: return "forward";
+    case OwnerAction::kReflect: return "reflect";
+    case OwnerAction::kSink: return "sink";
+  }
+  return "forward";
+}
+
+}  // namespace
+
+Profile parse_profile(const std::string& yaml_text, const std::string& name) {
+  const Decoder decoder(name);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    decoder.fail(e.mark, "syntax error", e.msg);
+  }
+  if (documents.empty() || documents[0].IsNull()) decoder.fail(YAML::Mark::null_mark(), "", "the profile is empty");
+  if (documents.size() > 1) {
+    decoder.fail(documents[1].Mark(), "", "one YAML document per profile, found " + std::to_string(documents.size()));
+  }
+  Profile profile;
+  profile.path = name;
+  ProfileDecoder(decoder, profile).decode(documents[0]);
+  return profile;
+}
+
+Profile load_profile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ProfileError(path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      throw ProfileError(path + ": cannot read: " + std::strerror(error));
+    }
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return parse_profile(text, path);
+}
+
+std::string dump_profile(const Profile& p) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out << YAML::Comment("quicsteer profile, resolved: every default filled in") << YAML::Newline;
+  out << YAML::BeginMap;
+
+  out << YAML::Key << "eal" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& arg : p.eal) out << YAML::DoubleQuoted << arg;
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
+  for (const PortConfig& port : p.ports) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << port.name;
+    out << YAML::Key << "device" << YAML::Value << YAML::DoubleQuoted << port.device;
+    out << YAML::Key << "rx_queues" << YAML::Value << port.rx_queues;
+    out << YAML::Key << "tx_queues" << YAML::Value << port.tx_queues;
+    out << YAML::Key << "rx_descriptors" << YAML::Value << port.rx_descriptors;
+    out << YAML::Key << "tx_descriptors" << YAML::Value << port.tx_descriptors;
+    out << YAML::Key << "rss" << YAML::Value << YAML::TrueFalseBool << port.rss;
+    out << YAML::Key << "mtu" << YAML::Value << port.mtu;
+    out << YAML::Key << "flow_control" << YAML::Value << flow_control_name(port.flow_control);
+    out << YAML::Key << "rx_drop_en" << YAML::Value << YAML::TrueFalseBool << port.rx_drop_en;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "mempool" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mbufs" << YAML::Value << p.mempool.mbufs;
+  out << YAML::Key << "cache" << YAML::Value << p.mempool.cache;
+  out << YAML::Key << "data_room" << YAML::Value << p.mempool.data_room;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "lcores" << YAML::Value << YAML::BeginSeq;
+  for (const LcoreConfig& lcore : p.lcores) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "id" << YAML::Value << lcore.id;
+    out << YAML::Key << "rx" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const RxQueueRef& ref : lcore.rx) {
+      const std::string port = ref.port < p.ports.size() ? p.ports[ref.port].name : "?";
+      out << YAML::DoubleQuoted << (port + ":" + std::to_string(ref.queue));
+    }
+    out << YAML::EndSeq;
+    out << YAML::Key << "owner" << YAML::Value << YAML::TrueFalseBool << lcore.owner;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "rings" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "size" << YAML::Value << p.rings.size;
+  out << YAML::Key << "burst" << YAML::Value << p.rings.burst;
+  out << YAML::EndMap;
+
+  const SteeringConfig& s = p.steering;
+  out << YAML::Key << "steering" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "quic_ports" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (std::uint16_t port : s.quic_ports) out << port;
+  out << YAML::EndSeq;
+  out << YAML::Key << "short_dcid_len" << YAML::Value << unsigned(s.short_dcid_len);
+  out << YAML::Key << "quic_lb" << YAML::Value << YAML::BeginSeq;
+  for (const QuicLbConfig& c : s.quic_lb) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "config_id" << YAML::Value << unsigned(c.config_id);
+    out << YAML::Key << "server_id_len" << YAML::Value << unsigned(c.server_id_len);
+    out << YAML::Key << "nonce_len" << YAML::Value << unsigned(c.nonce_len);
+    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << hex_string(c.key->data(), 16);
+    out << YAML::Key << "len_self_encode" << YAML::Value << YAML::TrueFalseBool << c.len_self_encode;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "servers" << YAML::Value << YAML::BeginSeq;
+  for (const ServerRoute& r : s.server_routes) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "server_id" << YAML::Value << YAML::DoubleQuoted
+        << hex_string(r.server_id.data(), r.server_id.size());
+    out << YAML::Key << "owner" << YAML::Value << r.owner_lcore;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << hex_string(s.fallback_key.data(), 16);
+  out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);
+  out << YAML::Key << "high_watermark" << YAML::Value << p.backpressure.high_watermark;
+  out << YAML::Key << "low_watermark" << YAML::Value << p.backpressure.low_watermark;
+  out << YAML::Key << "park_timeout_us" << YAML::Value << p.backpressure.park_timeout_us;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "action" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "type" << YAML::Value << action_name(p.action.type);
+  if (p.action.tx_port >= 0 && std::size_t(p.action.tx_port) < p.ports.size()) {
+    out << YAML::Key << "tx_port" << YAML::Value << YAML::DoubleQuoted << p.ports[p.action.tx_port].name;
+  }
+  out << YAML::Key << "cost_cycles" << YAML::Value << p.action.cost_cycles;
+  out << YAML::Key << "tx_drain_us" << YAML::Value << p.action.tx_drain_us;
+  out << YAML::Key << "max_connections" << YAML::Value << p.action.max_connections;
+  out << YAML::Key << "idle_timeout_ms" << YAML::Value << p.action.idle_timeout_ms;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "polling" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "idle_sleep_us" << YAML::Value << p.polling.idle_sleep_us;
+  out << YAML::Key << "idle_polls_before_sleep" << YAML::Value << p.polling.idle_polls_before_sleep;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "stats" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "period_ms" << YAML::Value << p.stats.period_ms;
+  out << YAML::Key << "json" << YAML::Value << YAML::DoubleQuoted << p.stats.json_path;
+  out << YAML::EndMap;
+
+  // Shortest text that reads back as the same double.
+  out << YAML::Key << "duration_s" << YAML::Value << Decoder::format_real(p.duration_s);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace qs
