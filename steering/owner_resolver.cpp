@@ -1,0 +1,89 @@
+#include "steering/owner_resolver.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace qs {
+namespace {
+
+std::string hex(const std::vector<std::uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::vector<unsigned> checked_owners(const SteeringConfig& config) {
+  if (config.owner_lcores.empty())
+    throw std::invalid_argument("steering: no owner lcores");
+  return config.owner_lcores;
+}
+
+}  // namespace
+
+std::string_view to_string(ResolveMethod m) {
+  switch (m) {
+    case ResolveMethod::kQuicLb: return "quic_lb";
+    case ResolveMethod::kFallbackDcid: return "fallback_dcid";
+    case ResolveMethod::kFallbackTuple: return "fallback_tuple";
+    case ResolveMethod::kNone: return "none";
+  }
+  return "?";
+}
+
+void ServerIdMap::build(
+    const std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes) {
+  std::size_t size = 4;
+  while (size < 2 * routes.size()) size *= 2;
+  slots_.assign(size, Slot{{0, 0}, 0, kNoOwner});
+  mask_ = size - 1;
+  for (const auto& [id, owner] : routes) {
+    if (id.empty() || id.size() > kMaxServerIdLen)
+      throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
+                                  " must be 1..15 octets");
+    if (find(id.data(), id.size()) != kNoOwner)
+      throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
+                                  " listed twice");
+    std::uint64_t words[2] = {0, 0};
+    std::memcpy(words, id.data(), id.size());
+    std::size_t i = hash(words[0], words[1], id.size()) & mask_;
+    while (slots_[i].len != 0) i = (i + 1) & mask_;
+    slots_[i] = Slot{{words[0], words[1]}, std::uint8_t(id.size()), owner};
+  }
+}
+
+OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBackend backend)
+    : owner_lcores_(checked_owners(config)),
+      key_(SipHashKey::from_bytes(config.fallback_key)),
+      ring_(owner_lcores_, key_, config.fallback_vnodes) {
+  std::set<std::uint8_t> sid_lengths;
+  for (const QuicLbConfig& lb : config.quic_lb) {
+    QuicLbCodec codec(lb, backend);  // validates
+    if (codecs_[lb.config_id])
+      throw std::invalid_argument("steering.quic_lb: config_id " +
+                                  std::to_string(lb.config_id) + " configured twice");
+    codecs_[lb.config_id].emplace(std::move(codec));
+    sid_lengths.insert(lb.server_id_len);
+  }
+  std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>> routes;
+  for (const ServerRoute& route : config.server_routes) {
+    const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), route.owner_lcore);
+    if (owner == owner_lcores_.end())
+      throw std::invalid_argument("steering.server_routes: server ID " + hex(route.server_id) +
+                                  " routes to lcore " + std::to_string(route.owner_lcore) +
+                                  ", which is not an owner");
+    if (!sid_lengths.count(std::uint8_t(route.server_id.size())))
+      throw std::invalid_argument("steering.server_routes: server ID " + hex(route.server_id) +
+                                  " has " + std::to_string(route.server_id.size()) +
+                                  " octets, which no QUIC-LB config's server_id_len matches");
+    routes.emplace_back(route.server_id, std::uint16_t(owner - owner_lcores_.begin()));
+  }
+  server_ids_.build(routes);
+}
+
+}  // namespace qs

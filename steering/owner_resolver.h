@@ -1,0 +1,156 @@
+// Which owner lcore handles a parsed packet.
+//
+// Owners are the profile's owner_lcores; a Resolution names one by INDEX into
+// that vector (0..n-1, for the dataplane's per-owner arrays); owner_lcore()
+// turns an index into the lcore id.
+//
+// In order:
+//   1. QUIC with a DCID whose first octet selects a configured QUIC-LB config
+//      that decodes it to a server ID listed in server_routes: that route's
+//      owner (kQuicLb).
+//   2. Any other QUIC DCID (client-chosen Initial DCIDs, codepoint 0b111,
+//      unknown configs, server IDs without a route): the consistent-hash ring
+//      over the keyed SipHash-1-3 of the DCID (kFallbackDcid). Every Initial
+//      of a connection carries the same DCID and so reaches the same owner
+//      from any RX queue.
+//   3. QUIC with an empty DCID, UDP that is not QUIC, and other IP traffic:
+//      the ring over the keyed hash of version, protocol, ports (zero without
+//      a UDP header) and addresses (kFallbackTuple). Non-first IP fragments
+//      have no ports, so they hash by addresses alone.
+//   4. Not IP, or malformed: no owner (kNone); the dataplane decides.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "steering/consistent_hash.h"
+#include "steering/packet_parser.h"
+#include "steering/quic_lb.h"
+#include "steering/siphash.h"
+#include "steering/steering_config.h"
+
+namespace qs {
+
+enum class ResolveMethod : std::uint8_t { kQuicLb, kFallbackDcid, kFallbackTuple, kNone };
+std::string_view to_string(ResolveMethod m);  // quic_lb, fallback_dcid, fallback_tuple, none
+
+inline constexpr std::uint16_t kNoOwner = 0xffff;
+
+struct Resolution {
+  std::uint16_t owner_index = kNoOwner;
+  ResolveMethod how = ResolveMethod::kNone;
+  bool routed() const { return owner_index != kNoOwner; }
+};
+
+// Server ID -> owner index, an open-addressing table filled once.
+class ServerIdMap {
+ public:
+  void build(const std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes);
+
+  std::uint16_t find(const std::uint8_t* id, std::size_t len) const {
+    if (slots_.empty() || len == 0 || len > kMaxServerIdLen) return kNoOwner;
+    std::uint64_t words[2] = {0, 0};
+    std::memcpy(words, id, len);
+    for (std::size_t i = hash(words[0], words[1], len) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.len == 0) return kNoOwner;  // an empty slot ends the probe
+      if (s.len == len && s.words[0] == words[0] && s.words[1] == words[1]) return s.owner;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t words[2];
+    std::uint8_t len;  // 0: empty
+    std::uint16_t owner;
+  };
+  static std::size_t hash(std::uint64_t a, std::uint64_t b, std::size_t len) {
+    std::uint64_t h = (a ^ len) * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL;
+    return std::size_t(h ^ h >> 29);
+  }
+  std::vector<Slot> slots_;  // at most half full, so a probe always ends
+  std::size_t mask_ = 0;
+};
+
+class OwnerResolver {
+ public:
+  // Validates what the resolver relies on and throws std::invalid_argument:
+  // at least one owner, QUIC-LB configs valid and one per config_id, server
+  // IDs of a configured length, unique, and routed to a listed owner lcore.
+  explicit OwnerResolver(const SteeringConfig& config,
+                         QuicLbCodec::AesBackend backend = QuicLbCodec::AesBackend::kAuto);
+
+  std::size_t owner_count() const { return owner_lcores_.size(); }
+  unsigned owner_lcore(std::uint16_t owner_index) const { return owner_lcores_[owner_index]; }
+  const std::vector<unsigned>& owner_lcores() const { return owner_lcores_; }
+
+  // The codec for the codepoint in a DCID's first octet, or null.
+  const QuicLbCodec* codec_for(std::uint8_t first_octet) const {
+    const auto& c = codecs_[quic_lb_config_id(first_octet)];
+    return c ? &*c : nullptr;
+  }
+  std::uint16_t owner_for_server_id(const std::uint8_t* id, std::size_t len) const {
+    return server_ids_.find(id, len);
+  }
+  std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
+    return ring_.owner_for(siphash13(key_, dcid, len));
+  }
+  std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const;
+
+  Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len) const {
+    if (const QuicLbCodec* codec = codec_for(dcid[0])) {
+      std::uint8_t server_id[16];
+      if (codec->decode(dcid, len, server_id)) {
+        const std::uint16_t owner = server_ids_.find(server_id, codec->server_id_len());
+        if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
+      }
+    }
+    return {fallback_owner_for_dcid(dcid, len), ResolveMethod::kFallbackDcid};
+  }
+
+  Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p) const {
+    switch (p.verdict) {
+      case Verdict::kQuic:
+        if (p.dcid_len > 0) return resolve_dcid(p.dcid(frame), p.dcid_len);
+        [[fallthrough]];
+      case Verdict::kNotQuic:
+        return {fallback_owner_for_tuple(frame, p), ResolveMethod::kFallbackTuple};
+      case Verdict::kNotUdp:
+        if (p.ip_version != 0)
+          return {fallback_owner_for_tuple(frame, p), ResolveMethod::kFallbackTuple};
+        return {};
+      case Verdict::kMalformed:
+        return {};
+    }
+    return {};
+  }
+
+ private:
+  std::vector<unsigned> owner_lcores_;
+  std::array<std::optional<QuicLbCodec>, 8> codecs_;
+  ServerIdMap server_ids_;
+  SipHashKey key_;
+  ConsistentHashRing ring_;
+};
+
+inline std::uint16_t OwnerResolver::fallback_owner_for_tuple(const std::uint8_t* frame,
+                                                             const ParsedPacket& p) const {
+  // version, protocol, ports, addresses: 14 octets for IPv4, 38 for IPv6.
+  std::uint8_t input[38];
+  input[0] = p.ip_version;
+  input[1] = p.ip_proto;
+  input[2] = std::uint8_t(p.src_port >> 8);
+  input[3] = std::uint8_t(p.src_port);
+  input[4] = std::uint8_t(p.dst_port >> 8);
+  input[5] = std::uint8_t(p.dst_port);
+  const std::size_t alen = p.addr_len();
+  std::memcpy(input + 6, p.src_addr(frame), alen);
+  std::memcpy(input + 6 + alen, p.dst_addr(frame), alen);
+  return ring_.owner_for(siphash13(key_, input, 6 + 2 * alen));
+}
+
+}  // namespace qs

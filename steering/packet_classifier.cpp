@@ -1,0 +1,58 @@
+#include "steering/packet_classifier.h"
+
+namespace qs {
+
+void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
+                                      const std::uint16_t* lens, unsigned n,
+                                      Decision* out) const {
+  constexpr unsigned kChunk = 64;
+  for (unsigned base = 0; base < n; base += kChunk) {
+    const unsigned m = n - base < kChunk ? n - base : kChunk;
+    // Frames whose DCID an encrypted config must decode, per codepoint.
+    unsigned pending[8] = {};
+    std::uint8_t members[8][kChunk];
+    for (unsigned i = 0; i < m; ++i) {
+      const std::uint8_t* frame = frames[base + i];
+      Decision& d = out[base + i];
+      d.packet = parse_packet(frame, lens[base + i], parser_);
+      if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0) {
+        const std::uint8_t first = *d.packet.dcid(frame);
+        const QuicLbCodec* codec = resolver_.codec_for(first);
+        if (codec && codec->algorithm() != QuicLbCodec::Algorithm::kPlaintext) {
+          const unsigned cp = quic_lb_config_id(first);
+          members[cp][pending[cp]++] = std::uint8_t(i);
+          continue;
+        }
+      }
+      d.resolution = resolver_.resolve(frame, d.packet);
+    }
+    for (unsigned cp = 0; cp < 8; ++cp) {
+      const unsigned k = pending[cp];
+      if (k == 0) continue;
+      const QuicLbCodec& codec = *resolver_.codec_for(std::uint8_t(cp << 5));
+      const std::uint8_t* cids[kChunk];
+      std::uint8_t cid_lens[kChunk];
+      std::uint8_t server_ids[kChunk][16];
+      bool ok[kChunk];
+      for (unsigned j = 0; j < k; ++j) {
+        const unsigned i = base + members[cp][j];
+        cids[j] = out[i].packet.dcid(frames[i]);
+        cid_lens[j] = out[i].packet.dcid_len;
+      }
+      codec.decode_many(cids, cid_lens, k, server_ids, ok);
+      for (unsigned j = 0; j < k; ++j) {
+        Resolution& r = out[base + members[cp][j]].resolution;
+        const std::uint16_t owner =
+            ok[j] ? resolver_.owner_for_server_id(server_ids[j], codec.server_id_len()) : kNoOwner;
+        if (owner != kNoOwner) {
+          r = {owner, ResolveMethod::kQuicLb};
+        } else {
+          r = {resolver_.fallback_owner_for_dcid(cids[j], cid_lens[j]),
+               ResolveMethod::kFallbackDcid};
+        }
+      }
+    }
+  }
+}
+
+}  // namespace qs

@@ -1,0 +1,242 @@
+// Parser and classifier over the fixture table: every fixture whole (verdict,
+// header fields, offsets, tuple, route) and cut at every length (exact
+// verdict per field, no read past the end: each cut lives in a heap buffer of
+// exactly its size, so ASan flags any over-read).
+#include "steering/packet_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "steering/packet_classifier.h"
+#include "tests/steering/hex.h"
+#include "tests/steering/packet_fixtures.h"
+
+namespace qs {
+namespace {
+
+using test::hex;
+using test::packet_fixtures;
+using test::PacketFixture;
+using test::unhex;
+
+std::string outcome(const ParsedPacket& p) {
+  if (p.verdict == Verdict::kMalformed) return "malformed:" + std::string(to_string(p.reason));
+  return std::string(to_string(p.verdict));
+}
+
+std::string version_text(const ParsedPacket& p) {
+  if (p.form != QuicForm::kLong) return "-";
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", p.version);
+  return text;
+}
+
+// Start offset of the first field whose name starts with `prefix`, or -1.
+int field_offset(const PacketFixture& f, const std::string& prefix) {
+  int offset = 0;
+  for (const auto& field : f.fields) {
+    if (std::string(field.name).rfind(prefix, 0) == 0) return offset;
+    offset += int(std::string(field.hex).size() / 2);
+  }
+  return -1;
+}
+
+const test::FixtureField* field(const PacketFixture& f, const std::string& name) {
+  for (const auto& field : f.fields)
+    if (name == field.name) return &field;
+  return nullptr;
+}
+
+class Fixtures : public ::testing::Test {
+ protected:
+  Fixtures() : classifier_(test::fixture_steering_config()) {}
+  PacketClassifier classifier_;
+};
+
+TEST_F(Fixtures, WholeFramesParseAsExpected) {
+  const ParserConfig& config = classifier_.parser_config();
+  for (const auto& f : packet_fixtures()) {
+    SCOPED_TRACE(f.name);
+    const auto bytes = f.bytes();
+    const ParsedPacket p = parse_packet(bytes.data(), bytes.size(), config);
+    EXPECT_EQ(outcome(p), f.outcome);
+    EXPECT_EQ(to_string(p.form), f.form);
+    EXPECT_EQ(to_string(p.type), f.type);
+    EXPECT_EQ(version_text(p), f.version);
+    if (p.is_quic()) {
+      EXPECT_EQ(hex(p.dcid(bytes.data()), p.dcid_len), f.dcid);
+      EXPECT_EQ(hex(p.scid(bytes.data()), p.scid_len), f.scid);
+    }
+    EXPECT_EQ(p.opens_connection, f.opens_connection);
+
+    // Offsets and the 4-tuple, against the fields they come from.
+    const int l3 = std::max(field_offset(f, "ipv4"), field_offset(f, "ipv6"));
+    if (l3 >= 0 && p.verdict != Verdict::kMalformed) {
+      EXPECT_EQ(p.l3_offset, l3);
+      EXPECT_EQ(p.ip_version, field_offset(f, "ipv4") >= 0 ? 4 : 6);
+      const auto ip = unhex(field(f, p.ip_version == 4 ? "ipv4" : "ipv6")->hex);
+      const std::size_t a = p.ip_version == 4 ? 12 : 8, alen = p.addr_len();
+      EXPECT_EQ(hex(p.src_addr(bytes.data()), alen), hex(ip.data() + a, alen));
+      EXPECT_EQ(hex(p.dst_addr(bytes.data()), alen), hex(ip.data() + a + alen, alen));
+    }
+    if (const auto* udp = field(f, "udp"); udp && p.verdict != Verdict::kMalformed) {
+      const auto u = unhex(udp->hex);
+      EXPECT_EQ(p.l4_offset, field_offset(f, "udp"));
+      EXPECT_EQ(p.ip_proto, 17);
+      EXPECT_EQ(p.src_port, u[0] << 8 | u[1]);
+      EXPECT_EQ(p.dst_port, u[2] << 8 | u[3]);
+      const bool dst_quic = p.dst_port == 443 || p.dst_port == 4433;
+      EXPECT_EQ(p.from_quic_port, p.is_quic() && !dst_quic);
+    }
+    if (p.is_quic()) {
+      EXPECT_EQ(p.quic_offset, field_offset(f, "quic_first"));
+      if (p.form == QuicForm::kLong) {
+        EXPECT_EQ(p.dcid_offset, field_offset(f, "dcid_len") + 1);
+        EXPECT_EQ(p.scid_offset, field_offset(f, "scid_len") + 1);
+      } else {
+        EXPECT_EQ(p.dcid_offset, field_offset(f, "dcid_first"));
+      }
+    }
+    EXPECT_EQ(p.fragment, std::string(f.name).find("fragment") != std::string::npos);
+  }
+}
+
+TEST_F(Fixtures, WholeFramesRouteAsExpected) {
+  const OwnerResolver& resolver = classifier_.resolver();
+  for (const auto& f : packet_fixtures()) {
+    SCOPED_TRACE(f.name);
+    const auto bytes = f.bytes();
+    const Decision d = classifier_.classify(bytes.data(), bytes.size());
+    const std::string route = f.route;
+    if (route.rfind("lcore:", 0) == 0) {
+      EXPECT_EQ(d.resolution.how, ResolveMethod::kQuicLb);
+      ASSERT_TRUE(d.resolution.routed());
+      EXPECT_EQ(resolver.owner_lcore(d.resolution.owner_index), std::stoul(route.substr(6)));
+    } else if (route == "fallback_dcid") {
+      EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackDcid);
+      // Recomputed from the fixture's DCID, not from the parse.
+      const auto dcid = unhex(f.dcid);
+      EXPECT_EQ(d.resolution.owner_index, resolver.fallback_owner_for_dcid(dcid.data(), dcid.size()));
+    } else if (route == "fallback_tuple") {
+      EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackTuple);
+      EXPECT_LT(d.resolution.owner_index, resolver.owner_count());
+    } else {
+      EXPECT_EQ(route, "none");
+      EXPECT_EQ(d.resolution.how, ResolveMethod::kNone);
+      EXPECT_FALSE(d.resolution.routed());
+    }
+  }
+}
+
+// The burst path (batched AES) decides exactly as classify() does, with
+// AES-NI and with the OpenSSL fallback, whatever the order and mix.
+TEST_F(Fixtures, BurstEqualsSingleFrames) {
+  PacketClassifier openssl(test::fixture_steering_config(), QuicLbCodec::AesBackend::kOpenSsl);
+  std::vector<std::vector<std::uint8_t>> frames;
+  for (int round = 0; round < 3; ++round)  // > one 64-frame chunk
+    for (const auto& f : packet_fixtures()) frames.push_back(f.bytes());
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+  for (const auto& fr : frames) {
+    ptrs.push_back(fr.data());
+    lens.push_back(std::uint16_t(fr.size()));
+  }
+  for (const PacketClassifier* c : {&classifier_, &openssl}) {
+    std::vector<Decision> out(frames.size());
+    c->classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), out.data());
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const Decision one = classifier_.classify(ptrs[i], lens[i]);
+      EXPECT_EQ(out[i].packet.verdict, one.packet.verdict) << i;
+      EXPECT_EQ(out[i].packet.dcid_offset, one.packet.dcid_offset) << i;
+      EXPECT_EQ(out[i].resolution.owner_index, one.resolution.owner_index) << i;
+      EXPECT_EQ(out[i].resolution.how, one.resolution.how) << i;
+    }
+  }
+}
+
+TEST_F(Fixtures, EveryTruncationHasItsExactVerdict) {
+  for (const auto& f : packet_fixtures()) {
+    const auto bytes = f.bytes();
+    std::size_t field_start = 0;
+    for (const auto& fld : f.fields) {
+      const std::size_t field_end = field_start + std::string(fld.hex).size() / 2;
+      for (std::size_t cut = field_start; cut < field_end; ++cut) {
+        // Exactly `cut` octets on the heap: any read past them is an ASan error.
+        std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[cut]);
+        std::copy(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut), buf.get());
+        const Decision d = classifier_.classify(buf.get(), cut);
+        ASSERT_EQ(outcome(d.packet), fld.cut_outcome)
+            << f.name << " cut at " << cut << " (in field " << fld.name << ")";
+        if (d.packet.verdict == Verdict::kMalformed) {
+          EXPECT_FALSE(d.resolution.routed());
+        }
+      }
+      field_start = field_end;
+    }
+    EXPECT_EQ(field_start, bytes.size());
+  }
+}
+
+// Short-header DCID lengths per codepoint: configured length, self-encoded
+// length, the reserved 0b111 (self-encoded once QUIC-LB is in use), default.
+TEST(ParserConfigTest, ShortDcidLengthByCodepoint) {
+  const ParserConfig lb(test::fixture_steering_config());
+  EXPECT_EQ(lb.short_dcid_len(0x08), 9);         // cr0 self-encoded 8 + 1
+  EXPECT_EQ(lb.short_dcid_len(0x0c), 13);        // cr0 self-encoded, whatever it says
+  EXPECT_EQ(lb.short_dcid_len(0x20 | 0x13), 17); // cr1 fixed length, low bits random
+  EXPECT_EQ(lb.short_dcid_len(0x40 | 0x08), 9);  // cr2 self-encoded
+  EXPECT_EQ(lb.short_dcid_len(0x60 | 0x1f), 11); // cr3 fixed
+  EXPECT_EQ(lb.short_dcid_len(0x80), 8);         // cr4: no config, default
+  EXPECT_EQ(lb.short_dcid_len(0xe0 | 0x03), 4);  // 0b111 self-encoded
+  SteeringConfig plain;
+  plain.short_dcid_len = 12;
+  const ParserConfig no_lb(plain);
+  EXPECT_EQ(no_lb.short_dcid_len(0xe0 | 0x03), 12);  // no QUIC-LB: 0b111 is just random
+  EXPECT_TRUE(no_lb.is_quic_port(443));
+  EXPECT_FALSE(no_lb.is_quic_port(4433));
+}
+
+TEST(ParserConfigTest, RejectsBadConfigs) {
+  SteeringConfig c;
+  c.quic_ports.assign(17, 0);
+  for (std::uint16_t i = 0; i < 17; ++i) c.quic_ports[i] = std::uint16_t(1000 + i);
+  EXPECT_THROW(ParserConfig{c}, std::invalid_argument);
+  c.quic_ports = {443, 0};
+  EXPECT_THROW(ParserConfig{c}, std::invalid_argument);
+  c.quic_ports = {443};
+  c.short_dcid_len = 21;
+  EXPECT_THROW(ParserConfig{c}, std::invalid_argument);
+  c.short_dcid_len = 0;
+  EXPECT_NO_THROW(ParserConfig{c});
+}
+
+// With zero-length server CIDs a short header's DCID is empty and legal; the
+// packet then routes by its 4-tuple.
+TEST(ParserZeroLengthCids, ShortHeaderWithEmptyDcidRoutesByTuple) {
+  SteeringConfig c;
+  c.short_dcid_len = 0;
+  c.owner_lcores = {1, 2};
+  const PacketClassifier classifier(c);
+  for (const auto& f : packet_fixtures()) {
+    if (std::string(f.name) != "short_header_without_dcid") continue;
+    const auto bytes = f.bytes();
+    const Decision d = classifier.classify(bytes.data(), bytes.size());
+    EXPECT_EQ(d.packet.verdict, Verdict::kQuic);
+    EXPECT_EQ(d.packet.dcid_len, 0);
+    EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackTuple);
+    return;
+  }
+  FAIL() << "fixture short_header_without_dcid missing";
+}
+
+TEST(ParserNames, EveryReasonHasAName) {
+  for (int r = int(MalformedReason::kNone); r <= int(MalformedReason::kTruncatedPayload); ++r)
+    EXPECT_NE(to_string(MalformedReason(r)), "?") << r;
+  EXPECT_EQ(to_string(MalformedReason::kCidTooLong), "cid_too_long");
+  EXPECT_EQ(to_string(MalformedReason::kTruncatedUdp), "truncated_udp");
+}
+
+}  // namespace
+}  // namespace qs
