@@ -1,0 +1,323 @@
+// quicsteer-cid: QUIC-LB connection IDs and packet classification from the
+// command line. See usage() for the subcommands.
+#include <pcap/pcap.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/profile.h"
+#include "steering/packet_classifier.h"
+#include "steering/packet_parser.h"
+#include "steering/quic_lb.h"
+
+namespace {
+
+// A bad command line: printed with a pointer to --help, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* kUsage =
+    "usage: quicsteer-cid encode --cr N --sid-len N --nonce-len N [--key HEX] [--len-self-encode]\n"
+    "                            [--first-octet-bits N] --server-id HEX --nonce HEX\n"
+    "       quicsteer-cid decode --cr N --sid-len N --nonce-len N [--key HEX] [--len-self-encode] CIDHEX\n"
+    "       quicsteer-cid classify [--profile FILE] [--port N ...] [--cid-len N] FILE.pcap\n"
+    "\n"
+    "QUIC-LB connection IDs (draft-ietf-quic-load-balancers-21) and packet steering.\n"
+    "\n"
+    "encode  prints the CID, lowercase hex. --cr is the config rotation codepoint 0..6,\n"
+    "        --sid-len 1..15 and --nonce-len 4..18 octets (sum <= 19), --key 32 hex digits\n"
+    "        for AES-128 (single pass when sid+nonce = 16, four-pass otherwise; plaintext\n"
+    "        without). Without --len-self-encode the first octet's low 5 bits are\n"
+    "        --first-octet-bits (default 0; servers should pick them at random).\n"
+    "decode  prints the server ID in lowercase hex, or 'unroutable' when the CID does not\n"
+    "        belong to the config (other codepoint, too short, self-encoded length wrong).\n"
+    "classify reads an Ethernet pcap and prints one CSV row per frame:\n"
+    "        frame,verdict,form,type,version,dcid,scid,owner\n"
+    "        frame counts from 1; verdict quic|not_quic|not_udp|malformed:REASON; form\n"
+    "        long|short|-; type initial|0rtt|handshake|retry|vn|1rtt|-; version 0x%08x or -;\n"
+    "        dcid/scid lowercase hex (empty when none); owner the lcore the profile's\n"
+    "        steering picks (QUIC-LB, else keyed consistent hash of the DCID or 4-tuple),\n"
+    "        or - when nothing routes the frame.\n"
+    "        --profile FILE  take quic_ports, short_dcid_len, quic_lb, servers, fallback and\n"
+    "                        the owner lcores from a quicsteer profile. Without it: port\n"
+    "                        443, short DCIDs of 8 octets, no QUIC-LB, and owner is always -\n"
+    "                        (there are no owners to pick from).\n"
+    "        --port N        a QUIC UDP port (repeatable); the ports given replace the\n"
+    "                        profile's (or the default 443). A datagram is QUIC when its\n"
+    "                        destination port is one, or else its source port.\n"
+    "        --cid-len N     short-header DCID length 0..20 where no QUIC-LB config applies;\n"
+    "                        overrides the profile.\n"
+    "\n"
+    "Exit status: 0 done, 1 error (unreadable or invalid file), 2 bad arguments.\n";
+
+unsigned parse_number(std::string_view option, const std::string& text, unsigned lo, unsigned hi) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || text[0] == '-' || v < lo || v > hi)
+    throw UsageError(std::string(option) + ": expected a number in " + std::to_string(lo) + ".." +
+                     std::to_string(hi) + ", got '" + text + "'");
+  return unsigned(v);
+}
+
+std::vector<std::uint8_t> parse_hex(std::string_view what, const std::string& text) {
+  if (text.size() % 2 != 0)
+    throw UsageError(std::string(what) + ": odd number of hex digits in '" + text + "'");
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    const auto nibble = [&](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      throw UsageError(std::string(what) + ": '" + text + "' is not hex");
+    };
+    out.push_back(std::uint8_t(nibble(text[i]) << 4 | nibble(text[i + 1])));
+  }
+  return out;
+}
+
+std::string to_hex(const std::uint8_t* data, std::size_t len) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < len; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
+}
+
+// Walks argv: options with values, flags, positionals.
+class Args {
+ public:
+  Args(int argc, char** argv, int first) : argv_(argv + first, argv + argc) {}
+  bool done() const { return pos_ >= argv_.size(); }
+  std::string next() { return argv_[pos_++]; }
+  std::string value(const std::string& option) {
+    if (done()) throw UsageError(option + ": missing value");
+    return next();
+  }
+
+ private:
+  std::vector<std::string> argv_;
+  std::size_t pos_ = 0;
+};
+
+struct CodecOptions {
+  std::optional<unsigned> cr, sid_len, nonce_len;
+  std::optional<std::vector<std::uint8_t>> key;
+  bool self_encode = false;
+
+  // Consumes `option` if it is a codec option.
+  bool take(const std::string& option, Args& args) {
+    if (option == "--cr") {
+      cr = parse_number(option, args.value(option), 0, 6);
+    } else if (option == "--sid-len") {
+      sid_len = parse_number(option, args.value(option), 1, 15);
+    } else if (option == "--nonce-len") {
+      nonce_len = parse_number(option, args.value(option), 4, 18);
+    } else if (option == "--key") {
+      key = parse_hex(option, args.value(option));
+      if (key->size() != 16) throw UsageError("--key: expected 32 hex digits (AES-128)");
+    } else if (option == "--len-self-encode") {
+      self_encode = true;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  qs::QuicLbCodec codec() const {
+    if (!cr) throw UsageError("--cr is required");
+    if (!sid_len) throw UsageError("--sid-len is required");
+    if (!nonce_len) throw UsageError("--nonce-len is required");
+    if (*sid_len + *nonce_len > 19)
+      throw UsageError("--sid-len + --nonce-len must be at most 19, got " +
+                       std::to_string(*sid_len + *nonce_len));
+    qs::QuicLbConfig c;
+    c.config_id = std::uint8_t(*cr);
+    c.server_id_len = std::uint8_t(*sid_len);
+    c.nonce_len = std::uint8_t(*nonce_len);
+    c.len_self_encode = self_encode;
+    if (key) {
+      std::array<std::uint8_t, 16> k{};
+      std::copy(key->begin(), key->end(), k.begin());
+      c.key = k;
+    }
+    return qs::QuicLbCodec(c);
+  }
+};
+
+int run_encode(Args& args) {
+  CodecOptions codec_options;
+  std::optional<std::vector<std::uint8_t>> server_id, nonce;
+  unsigned first_octet_bits = 0;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (codec_options.take(a, args)) continue;
+    if (a == "--server-id") {
+      server_id = parse_hex(a, args.value(a));
+    } else if (a == "--nonce") {
+      nonce = parse_hex(a, args.value(a));
+    } else if (a == "--first-octet-bits") {
+      first_octet_bits = parse_number(a, args.value(a), 0, 31);
+    } else {
+      throw UsageError("encode: unexpected argument '" + a + "'");
+    }
+  }
+  const qs::QuicLbCodec codec = codec_options.codec();
+  if (!server_id) throw UsageError("--server-id is required");
+  if (!nonce) throw UsageError("--nonce is required");
+  if (server_id->size() != codec.server_id_len())
+    throw UsageError("--server-id: expected " + std::to_string(codec.server_id_len()) +
+                     " octets (--sid-len), got " + std::to_string(server_id->size()));
+  if (nonce->size() != codec.nonce_len())
+    throw UsageError("--nonce: expected " + std::to_string(codec.nonce_len()) +
+                     " octets (--nonce-len), got " + std::to_string(nonce->size()));
+  std::uint8_t cid[qs::kMaxCidLen];
+  codec.encode(server_id->data(), nonce->data(), cid, std::uint8_t(first_octet_bits));
+  std::cout << to_hex(cid, codec.cid_len()) << '\n';
+  return 0;
+}
+
+int run_decode(Args& args) {
+  CodecOptions codec_options;
+  std::optional<std::vector<std::uint8_t>> cid;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (codec_options.take(a, args)) continue;
+    if (a.rfind("--", 0) == 0) throw UsageError("decode: unknown option '" + a + "'");
+    if (cid) throw UsageError("decode: more than one CID given");
+    cid = parse_hex("CID", a);
+  }
+  const qs::QuicLbCodec codec = codec_options.codec();
+  if (!cid) throw UsageError("decode: no CID given");
+  if (cid->empty() || cid->size() > qs::kMaxCidLen)
+    throw UsageError("CID: expected 1..20 octets, got " + std::to_string(cid->size()));
+  std::uint8_t server_id[16];
+  if (codec.decode(cid->data(), cid->size(), server_id)) {
+    std::cout << to_hex(server_id, codec.server_id_len()) << '\n';
+  } else {
+    std::cout << "unroutable\n";
+  }
+  return 0;
+}
+
+int run_classify(Args& args) {
+  std::optional<std::string> profile_path, pcap_path;
+  std::vector<std::uint16_t> ports;
+  std::optional<unsigned> cid_len;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--profile") {
+      profile_path = args.value(a);
+    } else if (a == "--port") {
+      ports.push_back(std::uint16_t(parse_number(a, args.value(a), 1, 65535)));
+    } else if (a == "--cid-len") {
+      cid_len = parse_number(a, args.value(a), 0, 20);
+    } else if (a.rfind("--", 0) == 0) {
+      throw UsageError("classify: unknown option '" + a + "'");
+    } else if (pcap_path) {
+      throw UsageError("classify: more than one capture given");
+    } else {
+      pcap_path = a;
+    }
+  }
+  if (!pcap_path) throw UsageError("classify: no capture file given");
+
+  qs::SteeringConfig steering;
+  if (profile_path) steering = qs::load_profile(*profile_path).steering;
+  if (!ports.empty()) steering.quic_ports = ports;
+  if (cid_len) steering.short_dcid_len = std::uint8_t(*cid_len);
+  const qs::ParserConfig parser(steering);
+  std::optional<qs::PacketClassifier> classifier;
+  if (profile_path) classifier.emplace(steering);
+
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  pcap_t* pcap = pcap_open_offline(pcap_path->c_str(), errbuf);
+  if (!pcap) throw std::runtime_error(*pcap_path + ": " + errbuf);
+  struct Closer {
+    pcap_t* p;
+    ~Closer() { pcap_close(p); }
+  } closer{pcap};
+  if (pcap_datalink(pcap) != DLT_EN10MB)
+    throw std::runtime_error(*pcap_path + ": link type " +
+                             std::to_string(pcap_datalink(pcap)) +
+                             " is not Ethernet");
+
+  std::cout << "frame,verdict,form,type,version,dcid,scid,owner\n";
+  pcap_pkthdr* header = nullptr;
+  const u_char* data = nullptr;
+  unsigned long frame = 0;
+  int rc;
+  while ((rc = pcap_next_ex(pcap, &header, &data)) == 1) {
+    ++frame;
+    const qs::ParsedPacket p = qs::parse_packet(data, header->caplen, parser);
+    std::string verdict(qs::to_string(p.verdict));
+    if (p.verdict == qs::Verdict::kMalformed) verdict += ":" + std::string(qs::to_string(p.reason));
+    std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-";
+    if (p.is_quic()) {
+      form = qs::to_string(p.form);
+      type = qs::to_string(p.type);
+      if (p.form == qs::QuicForm::kLong) {
+        char text[16];
+        std::snprintf(text, sizeof text, "0x%08x", p.version);
+        version = text;
+        scid = to_hex(p.scid(data), p.scid_len);
+      }
+      dcid = to_hex(p.dcid(data), p.dcid_len);
+    }
+    if (classifier) {
+      const qs::Resolution r = classifier->resolver().resolve(data, p);
+      if (r.routed()) owner = std::to_string(classifier->resolver().owner_lcore(r.owner_index));
+    }
+    std::cout << frame << ',' << verdict << ',' << form << ',' << type << ',' << version << ','
+              << dcid << ',' << scid << ',' << owner << '\n';
+  }
+  if (rc == PCAP_ERROR)
+    throw std::runtime_error(*pcap_path + ": frame " + std::to_string(frame + 1) + ": " +
+                             pcap_geterr(pcap));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  Args args(argc, argv, 2);
+  try {
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+        std::cout << kUsage;
+        return 0;
+      }
+    }
+    if (command == "encode") return run_encode(args);
+    if (command == "decode") return run_decode(args);
+    if (command == "classify") return run_classify(args);
+    throw UsageError("unknown command '" + command + "' (encode, decode, classify)");
+  } catch (const UsageError& e) {
+    std::cerr << "quicsteer-cid: " << e.what() << " (see quicsteer-cid --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "quicsteer-cid: " << e.what() << '\n';
+    return 1;
+  }
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""quicsteer-cid as a user runs it: encode/decode against the QUIC-LB draft's
+vectors, classify over a pcap of the steering fixtures (with and without a
+profile), and bad input (one line on stderr, non-zero exit, nothing on stdout).
+
+usage: cid_cli_test.py QUICSTEER_CID SOURCE_ROOT
+
+The capture is written here from tests/steering/packet_fixtures.h, so the C++
+tests and this one share one table. The fallback owners are recomputed with
+an independent Python SipHash-1-3 and hash ring, as a second appliance with
+the same key and owners would.
+"""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+TOOL, ROOT = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    p = subprocess.run([TOOL, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect_ok(args, stdout):
+    rc, out, err = run(*args)
+    check(rc == 0 and out == stdout and err == "",
+          f"{' '.join(args)}: rc {rc}, stdout {out!r} (want {stdout!r}), stderr {err!r}")
+
+
+def expect_error(args, rc_want, words):
+    rc, out, err = run(*args)
+    lines = err.splitlines()
+    check(rc == rc_want and out == "" and len(lines) == 1 and words in err,
+          f"{' '.join(args)}: rc {rc} (want {rc_want}), stdout {out!r}, stderr {err!r} (want one line with {words!r})")
+
+
+# --- encode / decode: draft-ietf-quic-load-balancers-21 appendix B ---------
+KEY = "8f95f09245765f80256934e50c66207f"
+vectors = [  # cr, sid, nonce, cid (the last is printed with config 0, see quic_lb_test.cpp)
+    (0, "ed793a", "ee080dbf", "0720b1d07b359d3c"),
+    (1, "ed793a51d49b8f5fab65", "ee080dbf48", "2fcc381bc74cb4fbad2823a3d1f8fed2"),
+    (2, "ed793a51d49b8f5f", "ee080dbf48c0d1e5", "504dd2d05a7b0de9b2b9907afb5ecf8cc3"),
+    (0, "ed793a51d49b8f5fab", "ee080dbf48c0d1e55d", "125779c9cc86beb3a3a4a3ca96fce4bfe0cdbc"),
+]
+for cr, sid, nonce, cid in vectors:
+    shape = ["--cr", str(cr), "--sid-len", str(len(sid) // 2), "--nonce-len", str(len(nonce) // 2),
+             "--key", KEY, "--len-self-encode"]
+    expect_ok(["encode", *shape, "--server-id", sid, "--nonce", nonce], cid + "\n")
+    expect_ok(["decode", *shape, cid], sid + "\n")
+    expect_ok(["decode", *shape, cid.upper()], sid + "\n")
+plain = ["--cr", "0", "--sid-len", "3", "--nonce-len", "4", "--len-self-encode"]
+expect_ok(["encode", *plain, "--server-id", "c4605e", "--nonce", "4504cc4f"], "07c4605e4504cc4f\n")
+expect_ok(["decode", *plain, "07c4605e4504cc4f"], "c4605e\n")
+expect_ok(["decode", *plain, "27c4605e4504cc4f"], "unroutable\n")  # config 1
+expect_ok(["decode", *plain, "07c4605e4504cc"], "unroutable\n")    # too short
+no_self = ["--cr", "5", "--sid-len", "2", "--nonce-len", "4", "--key", KEY]
+rc, out, _ = run("encode", *no_self, "--first-octet-bits", "17", "--server-id", "abcd", "--nonce", "01020304")
+check(rc == 0 and len(out.strip()) == 14 and int(out[:2], 16) == (5 << 5 | 17), f"first octet bits: {out!r}")
+expect_ok(["decode", *no_self, out.strip()], "abcd\n")
+
+expect_error(["encode", "--sid-len", "3", "--nonce-len", "4", "--server-id", "aa", "--nonce", "bb"], 2, "--cr")
+expect_error(["encode", "--cr", "7", "--sid-len", "3", "--nonce-len", "4"], 2, "--cr")
+expect_error(["encode", *plain, "--server-id", "c4605", "--nonce", "4504cc4f"], 2, "odd number")
+expect_error(["encode", *plain, "--server-id", "c460", "--nonce", "4504cc4f"], 2, "expected 3 octets")
+expect_error(["encode", *plain, "--server-id", "c4605e", "--nonce", "zz04cc4f"], 2, "not hex")
+expect_error(["encode", "--cr", "0", "--sid-len", "15", "--nonce-len", "5"], 2, "at most 19")
+expect_error(["decode", *plain, "--key", "0011"], 2, "32 hex digits")
+expect_error(["decode", *plain], 2, "no CID")
+expect_error(["decode", *plain, "07c4", "07c5"], 2, "more than one")
+expect_error(["decode", *plain, "07" * 21], 2, "1..20")
+expect_error(["decode", *plain, "--bogus", "07c4"], 2, "unknown option")
+expect_error(["frobnicate"], 2, "unknown command")
+expect_error(["encode", "--cr"], 2, "missing value")
+rc, out, err = run("--help")
+check(rc == 0 and "classify" in out and err == "", "--help")
+
+# --- classify ---------------------------------------------------------------
+header = open(os.path.join(ROOT, "tests/steering/packet_fixtures.h")).read()
+body = header[header.index("fixtures = {"):]
+fixtures = []
+for m in re.finditer(r'\{"(\w+)",\s*\{(.*?)\},\s*"([^"]*)", "([^"]*)", "([^"]*)", "([^"]*)", "([^"]*)", "([^"]*)", '
+                     r'(true|false), "([^"]*)"\}', body, re.S):
+    fields = re.findall(r'\{"(\w+)", "([0-9a-f]*)", "[^"]*"\}', m.group(2))
+    fixtures.append(dict(name=m.group(1), fields=dict(fields), hex="".join(h for _, h in fields),
+                         outcome=m.group(3), form=m.group(4), type=m.group(5), version=m.group(6),
+                         dcid=m.group(7), scid=m.group(8), route=m.group(10)))
+check(len(fixtures) >= 30, f"found {len(fixtures)} fixtures in packet_fixtures.h")
+
+tmp = tempfile.mkdtemp(prefix="quicsteer-cid-test-")
+pcap = os.path.join(tmp, "fixtures.pcap")
+with open(pcap, "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    for i, fx in enumerate(fixtures):
+        frame = bytes.fromhex(fx["hex"])
+        f.write(struct.pack("<IIII", 1700000000 + i, 0, len(frame), len(frame)))
+        f.write(frame)
+
+
+def classify(*args):
+    rc, out, err = run("classify", *args)
+    check(rc == 0 and err == "", f"classify {args}: rc {rc}, stderr {err!r}")
+    lines = out.splitlines()
+    check(lines[:1] == ["frame,verdict,form,type,version,dcid,scid,owner"], f"header line {lines[:1]}")
+    return [line.split(",") for line in lines[1:]]
+
+
+def columns(fx):
+    quic = fx["outcome"] == "quic"
+    return [fx["outcome"], fx["form"] if quic else "-", fx["type"] if quic else "-",
+            fx["version"] if quic else "-", fx["dcid"] if quic else "", fx["scid"] if quic else ""]
+
+
+# Without a profile: no QUIC-LB, so short-header DCIDs are simply 8 octets;
+# long headers and everything below QUIC parse as with the fixture profile.
+rows = classify("--port", "443", "--port", "4433", pcap)
+check(len(rows) == len(fixtures), f"{len(rows)} rows for {len(fixtures)} frames")
+for i, (fx, row) in enumerate(zip(fixtures, rows)):
+    check(row[0] == str(i + 1) and row[7] == "-", f"no profile, {fx['name']}: frame/owner {row}")
+    if fx["form"] != "short":
+        check(row[1:7] == columns(fx), f"no profile, {fx['name']}: {row[1:7]} != {columns(fx)}")
+by_name = {fx["name"]: (fx, row) for fx, row in zip(fixtures, rows)}
+fx, row = by_name["short_quic_lb_plaintext"]
+check(row[5] == fx["dcid"][:16], f"default short DCID length 8: {row}")
+rows9 = classify("--port", "443", "--cid-len", "9", pcap)
+check(rows9[fixtures.index(fx)][5] == fx["dcid"], "--cid-len 9")
+fx, _ = by_name["v1_initial_ipv4_options_port_4433"]
+check(rows9[fixtures.index(fx)][1] == "not_quic", "--port replaces the default 443")
+check(classify(pcap)[fixtures.index(fx)][1] == "not_quic", "default port 443 only")
+
+
+# A profile equal to fixture_steering_config(): every column must match,
+# owners included. Fallback owners come from this script's own SipHash ring.
+def key_hex(text):
+    return '"' + text + '"'
+
+profile = os.path.join(tmp, "fixture.yaml")
+with open(profile, "w") as f:
+    f.write(f"""
+ports:
+  - {{name: wire, device: "net_null0", rx_queues: 1, tx_queues: 0}}
+lcores:
+  - {{id: 1, rx: ["wire:0"]}}
+  - {{id: 2, owner: true}}
+  - {{id: 3, owner: true}}
+  - {{id: 5, owner: true}}
+  - {{id: 7, owner: true}}
+action: {{type: sink}}
+steering:
+  quic_ports: [443, 4433]
+  short_dcid_len: 8
+  quic_lb:
+    - {{config_id: 0, server_id_len: 2, nonce_len: 6, len_self_encode: true}}
+    - {{config_id: 1, server_id_len: 4, nonce_len: 12, key: {key_hex("4a6f8d2e1c3b5a7990a1b2c3d4e5f607")}}}
+    - {{config_id: 2, server_id_len: 3, nonce_len: 5, len_self_encode: true, key: {key_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")}}}
+    - {{config_id: 3, server_id_len: 6, nonce_len: 4, key: {key_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")}}}
+  servers:
+    - {{server_id: "0102", owner: 3}}
+    - {{server_id: "0a0b", owner: 7}}
+    - {{server_id: "11223344", owner: 5}}
+    - {{server_id: "abcdef", owner: 2}}
+    - {{server_id: "010203040506", owner: 7}}
+  fallback: {{key: "000102030405060708090a0b0c0d0e0f", vnodes: 128}}
+""")
+
+MASK = (1 << 64) - 1
+
+
+def rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & MASK
+
+
+def siphash13(key, data):
+    k0, k1 = struct.unpack("<QQ", key)
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+
+    def rnd():
+        v[0] = (v[0] + v[1]) & MASK; v[1] = rotl(v[1], 13); v[1] ^= v[0]; v[0] = rotl(v[0], 32)
+        v[2] = (v[2] + v[3]) & MASK; v[3] = rotl(v[3], 16); v[3] ^= v[2]
+        v[0] = (v[0] + v[3]) & MASK; v[3] = rotl(v[3], 21); v[3] ^= v[0]
+        v[2] = (v[2] + v[1]) & MASK; v[1] = rotl(v[1], 17); v[1] ^= v[2]; v[2] = rotl(v[2], 32)
+
+    tail = len(data) % 8
+    words = [struct.unpack("<Q", data[i:i + 8])[0] for i in range(0, len(data) - tail, 8)]
+    words.append(int.from_bytes(data[len(data) - tail:], "little") | (len(data) & 0xFF) << 56)
+    for m in words:
+        v[3] ^= m; rnd(); v[0] ^= m
+    v[2] ^= 0xFF
+    for _ in range(3):
+        rnd()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+FALLBACK_KEY = bytes(range(16))
+OWNERS = [2, 3, 5, 7]
+ring = sorted((siphash13(FALLBACK_KEY, b"ring" + struct.pack("<IH", lcore, vnode) + b"\0\0"), lcore)
+              for lcore in OWNERS for vnode in range(128))
+
+
+def ring_owner(h):
+    for position, lcore in ring:
+        if position >= h:
+            return lcore
+    return ring[0][1]
+
+
+def tuple_owner(fx):
+    fields = fx["fields"]
+    ip = bytes.fromhex(fields.get("ipv4") or fields["ipv6"])
+    if "ipv4" in fields:
+        version, proto, addrs = 4, ip[9], ip[12:20]
+    else:
+        version, addrs = 6, ip[8:40]
+        proto = 17  # the fixtures' IPv6 chains all end in UDP
+    ports = bytes.fromhex(fields["udp"])[:4] if "udp" in fields else bytes(4)
+    return ring_owner(siphash13(FALLBACK_KEY, bytes([version, proto]) + ports + addrs))
+
+
+rows = classify("--profile", profile, pcap)
+for fx, row in zip(fixtures, rows):
+    check(row[1:7] == columns(fx), f"profile, {fx['name']}: {row[1:7]} != {columns(fx)}")
+    route = fx["route"]
+    if route.startswith("lcore:"):
+        want = route[6:]
+    elif route == "fallback_dcid":
+        want = str(ring_owner(siphash13(FALLBACK_KEY, bytes.fromhex(fx["dcid"]))))
+    elif route == "fallback_tuple":
+        want = str(tuple_owner(fx))
+    else:
+        want = "-"
+    check(row[7] == want, f"profile, {fx['name']}: owner {row[7]}, want {want} ({route})")
+rows = classify("--profile", profile, "--port", "443", pcap)
+fx, _ = by_name["v1_initial_ipv4_options_port_4433"]
+check(rows[fixtures.index(fx)][1] == "not_quic", "--port overrides the profile's ports")
+
+# --- classify errors ----------------------------------------------------------
+expect_error(["classify", os.path.join(tmp, "missing.pcap")], 1, "missing.pcap")
+text = os.path.join(tmp, "notes.txt")
+open(text, "w").write("not a capture\n")
+expect_error(["classify", text], 1, "notes.txt")
+raw = os.path.join(tmp, "raw.pcap")
+with open(raw, "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101))  # LINKTYPE_RAW
+expect_error(["classify", raw], 1, "not Ethernet")
+expect_error(["classify", "--profile", text, pcap], 1, "notes.txt")
+expect_error(["classify", "--profile", os.path.join(tmp, "nope.yaml"), pcap], 1, "nope.yaml")
+expect_error(["classify", "--cid-len", "21", pcap], 2, "--cid-len")
+expect_error(["classify", "--port", "0", pcap], 2, "--port")
+expect_error(["classify"], 2, "no capture")
+expect_error(["classify", pcap, pcap], 2, "more than one")
+
+shutil.rmtree(tmp)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
