@@ -4,6 +4,8 @@
 // ProfileError exceptions carrying "FILE:LINE:COL: KEY: what is wrong".
 #include "dataplane/profile.h"
 
+#include <yaml-cpp/anchor.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <unistd.h>
 #include <utility>
@@ -34,8 +37,12 @@ namespace {
 // Limits of the schema that are not plain per-field ranges.
 constexpr std::uint16_t kMaxQueuesPerPort = 64;
 constexpr unsigned kMaxLcoreId = 127;
+constexpr std::uint32_t kMinMbufs = 1024;
 constexpr std::uint32_t kMaxMbufs = 16u << 20;
 constexpr std::uint32_t kMaxMempoolCache = 512;  // RTE_MEMPOOL_CACHE_MAX_SIZE
+// rte_mempool_create() refuses a per-lcore cache above n / 1.5; the ranges
+// alone guarantee it, so no profile can trip over it at start-up.
+static_assert(kMaxMempoolCache * 3 <= kMinMbufs * 2);
 // RTE_PKTMBUF_HEADROOM of the Debian DPDK build: the start of every mbuf data
 // room that the NIC does not write, so a frame gets data_room minus this.
 constexpr std::uint32_t kMbufHeadroom = 128;
@@ -206,7 +213,8 @@ class Decoder {
     if (!f.node.IsSequence()) fail(f, "expected a list, got " + describe(f.node));
     std::vector<Field> items;
     std::size_t i = 0;
-    for (const YAML::Node& item : f.node) {
+    for (auto it = f.node.begin(); it != f.node.end(); ++it) {
+      const YAML::Node item = *it;  // a handle; *it is a temporary
       YAML::Mark mark = item.Mark();
       if (!has_position(mark) || item.IsNull()) mark = has_position(mark) ? mark : f.mark;
       items.push_back({item, mark, index_key(f.key, i++)});
@@ -231,8 +239,8 @@ class MapReader {
       : decoder_(decoder), self_(std::move(self)) {
     if (!self_.node.IsMap()) decoder_.fail(self_, "expected a map, got " + describe(self_.node));
     for (auto it = self_.node.begin(); it != self_.node.end(); ++it) {
-      const YAML::Node& key_node = it->first;
-      const YAML::Node& value = it->second;
+      const YAML::Node key_node = it->first;  // handles: it-> yields a temporary
+      const YAML::Node value = it->second;
       if (!key_node.IsScalar()) {
         decoder_.fail(key_node.Mark(), self_.key, "keys must be plain names, got " + describe(key_node));
       }
@@ -430,16 +438,8 @@ class ProfileDecoder {
 
   void decode_mempool(const Field& f) {
     const MapReader m(d_, f, {"mbufs", "cache", "data_room"});
-    if (auto v = m.get("mbufs")) p_.mempool.mbufs = d_.integer<std::uint32_t>(*v, 1024, kMaxMbufs);
-    if (auto v = m.get("cache")) {
-      p_.mempool.cache = d_.integer<std::uint32_t>(*v, 0, kMaxMempoolCache);
-      // rte_mempool_create() refuses a cache larger than n / 1.5.
-      if (std::uint64_t(p_.mempool.cache) * 3 > std::uint64_t(p_.mempool.mbufs) * 2) {
-        d_.fail(*v, "must be at most mbufs / 1.5 (" + std::to_string(std::uint64_t(p_.mempool.mbufs) * 2 / 3) +
-                        " for " + std::to_string(p_.mempool.mbufs) + " mbufs) as rte_mempool requires, got " +
-                        std::to_string(p_.mempool.cache));
-      }
-    }
+    if (auto v = m.get("mbufs")) p_.mempool.mbufs = d_.integer<std::uint32_t>(*v, kMinMbufs, kMaxMbufs);
+    if (auto v = m.get("cache")) p_.mempool.cache = d_.integer<std::uint32_t>(*v, 0, kMaxMempoolCache);
     if (auto v = m.get("data_room")) p_.mempool.data_room = d_.integer<std::uint16_t>(*v, 1024, 65535);
   }
 
@@ -657,9 +657,9 @@ class ProfileDecoder {
       if (auto v = m.get("park_timeout_us")) b.park_timeout_us = d_.integer<std::uint32_t>(*v, 1, 10000000);
     }
     if (high) {
-      b.high_watermark = d_.integer<std::uint32_t>(*high, 1, std::numeric_limits<std::uint32_t>::max());
-      if (b.high_watermark > size) {
-        d_.fail(*high, "must not exceed rings.size (" + std::to_string(size) + "), got " +
+      b.high_watermark = d_.integer<std::uint32_t>(*high, 0, std::numeric_limits<std::uint32_t>::max());
+      if (b.high_watermark < 1 || b.high_watermark > size) {
+        d_.fail(*high, "must be in 1..rings.size (" + std::to_string(size) + "), got " +
                            std::to_string(b.high_watermark));
       }
     } else {
@@ -752,6 +752,21 @@ class ProfileDecoder {
   std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
 };
 
+// Records where each document of a YAML stream starts.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 std::string hex_string(const std::uint8_t* data, std::size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string s;
@@ -794,19 +809,27 @@ const char* action_name(OwnerAction a) {
 
 Profile parse_profile(const std::string& yaml_text, const std::string& name) {
   const Decoder decoder(name);
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
+  DocumentStarts starts;
   try {
-    documents = YAML::LoadAll(yaml_text);
+    // At most two documents are looked at: yaml-cpp 0.7's LoadAll() never
+    // returns when text is left over after a document (e.g. `"a", "b"`), so
+    // the stream is walked one document at a time and the profile is Load()ed.
+    std::istringstream stream(yaml_text);
+    YAML::Parser parser(stream);
+    for (int i = 0; i < 2 && parser.HandleNextDocument(starts); ++i) {
+    }
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     decoder.fail(e.mark, "syntax error", e.msg);
   }
-  if (documents.empty() || documents[0].IsNull()) decoder.fail(YAML::Mark::null_mark(), "", "the profile is empty");
-  if (documents.size() > 1) {
-    decoder.fail(documents[1].Mark(), "", "one YAML document per profile, found " + std::to_string(documents.size()));
+  if (starts.marks.size() > 1) {
+    decoder.fail(starts.marks[1], "", "a profile is one YAML document, but more follows the first");
   }
+  if (!root.IsDefined() || root.IsNull()) decoder.fail(YAML::Mark::null_mark(), "", "the profile is empty");
   Profile profile;
   profile.path = name;
-  ProfileDecoder(decoder, profile).decode(documents[0]);
+  ProfileDecoder(decoder, profile).decode(root);
   return profile;
 }
 

@@ -1,0 +1,735 @@
+// Profile loader: every validation rule rejects a bad profile with
+// "FILE:LINE:COL: KEY: what", the shipped profiles load, and the resolved dump
+// reads back to itself.
+#include "dataplane/profile.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#ifndef QS_SOURCE_DIR
+#error "QS_SOURCE_DIR must name the source tree (set by tests/dataplane/meson.build)"
+#endif
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A minimal valid profile, one line per section so cases can append lines
+// with known line numbers.
+const std::string kPorts = "ports: [{name: wire, device: net_null0}]\n";               // line 1
+const std::string kLcores = "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}]\n";     // line 2
+const std::string kSink = "action: {type: sink}\n";                                    // line 3
+const std::string kBase = kPorts + kLcores + kSink;
+
+// A block-style port whose line 4 is `    <field>: <value>` (value at column
+// field.size() + 7).
+std::string block_port(const std::string& field_line) {
+  return "ports:\n  - name: wire\n    device: net_null0\n    " + field_line + "\n" + kLcores + kSink;
+}
+
+// Steering with one QUIC-LB config: config_id on line 6, server_id_len 7,
+// nonce_len 8, extra lines from 9.
+std::string with_quic_lb(const std::string& config_id, const std::string& sid_len, const std::string& nonce_len,
+                         const std::string& extra = "") {
+  return kBase + "steering:\n  quic_lb:\n    - config_id: " + config_id + "\n      server_id_len: " + sid_len +
+         "\n      nonce_len: " + nonce_len + "\n" + extra;
+}
+
+// Steering with a 2-octet QUIC-LB config (line 5) and servers from line 7.
+std::string with_servers(const std::string& server_lines) {
+  return kBase + "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\n  servers:\n" +
+         server_lines;
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    qs::parse_profile(yaml, "t.yaml");
+  } catch (const qs::ProfileError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+struct BadProfile {
+  const char* name;
+  std::string yaml;
+  std::string where;  // "t.yaml:LINE:COL: key"
+  std::string what;   // a fragment of the explanation
+};
+
+void PrintTo(const BadProfile& c, std::ostream* os) { *os << c.name; }
+
+class RejectsBadProfile : public ::testing::TestWithParam<BadProfile> {};
+
+TEST_P(RejectsBadProfile, NamesFileLineColumnKeyAndReason) {
+  const BadProfile& c = GetParam();
+  const std::string message = error_of(c.yaml);
+  EXPECT_THAT(message, StartsWith(c.where + ": ")) << c.yaml;
+  EXPECT_THAT(message, HasSubstr(c.what)) << c.yaml;
+}
+
+std::string case_name(const ::testing::TestParamInfo<BadProfile>& info) { return info.param.name; }
+
+// --- YAML structure, keys and types -----------------------------------------
+
+INSTANTIATE_TEST_SUITE_P(
+    Structure, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"syntax_error", "ports: [1, 2\nlcores: 3\n", "t.yaml:2:7: syntax error", "end of sequence"},
+        BadProfile{"empty_file", "", "t.yaml:1:1: (top level)", "the profile is empty"},
+        BadProfile{"only_comments", "# nothing here\n", "t.yaml:1:1: (top level)", "the profile is empty"},
+        BadProfile{"top_level_list", "- 1\n", "t.yaml:1:1: (top level)", "expected a map, got a list"},
+        BadProfile{"two_documents", kBase + "---\n" + kBase, "t.yaml:4:1: (top level)",
+                   "a profile is one YAML document"},
+        BadProfile{"text_after_the_document", "\"a\", \"b\"\n", "t.yaml:1:4: (top level)",
+                   "a profile is one YAML document"},
+        BadProfile{"unknown_root_key", kBase + "bogus: 1\n", "t.yaml:4:1: bogus", "unknown key"},
+        BadProfile{"unknown_port_key", block_port("speed: 10"), "t.yaml:4:5: ports[0].speed", "unknown key"},
+        BadProfile{"unknown_lcore_key_in_flow_map",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\"], owner: true, numa: 0}]\n" + kSink,
+                   "t.yaml:2:47: lcores[0].numa", "unknown key"},
+        BadProfile{"unknown_deep_key", kBase + "steering:\n  fallback:\n    vnodes: 8\n    seed: 1\n",
+                   "t.yaml:7:5: steering.fallback.seed", "unknown key (allowed here: key, vnodes)"},
+        BadProfile{"duplicate_key", kBase + "rings:\n  size: 64\n  size: 128\n", "t.yaml:6:3: rings.size",
+                   "duplicate key (first given on line 5)"},
+        BadProfile{"word_for_integer", kBase + "rings:\n  size: big\n", "t.yaml:5:9: rings.size",
+                   "expected an integer, got 'big'"},
+        BadProfile{"quoted_integer", kBase + "rings:\n  size: \"64\"\n", "t.yaml:5:9: rings.size",
+                   "expected an integer, got the quoted string '64'"},
+        BadProfile{"fraction_for_integer", kBase + "rings:\n  burst: 1.5\n", "t.yaml:5:10: rings.burst",
+                   "expected an integer, got '1.5'"},
+        BadProfile{"map_for_list", kBase + "eal: {a: 1}\n", "t.yaml:4:6: eal", "expected a list, got a map"},
+        BadProfile{"list_for_map", kBase + "mempool: [1]\n", "t.yaml:4:10: mempool", "expected a map, got a list"},
+        BadProfile{"scalar_for_map", kBase + "stats: 5\n", "t.yaml:4:8: stats", "expected a map, got '5'"},
+        BadProfile{"list_for_string", kBase + "eal: [\"-l\", [1]]\n", "t.yaml:4:13: eal[1]",
+                   "expected a string, got a list"},
+        BadProfile{"list_for_path", kBase + "stats:\n  json: [a]\n", "t.yaml:5:9: stats.json",
+                   "expected a string, got a list"},
+        BadProfile{"integer_for_queue_ref", kPorts + "lcores: [{id: 1, rx: [0], owner: true}]\n" + kSink,
+                   "t.yaml:2:23: lcores[0].rx[0]", "expected \"port:queue\""},
+        BadProfile{"yes_for_bool", block_port("rss: yes"), "t.yaml:4:10: ports[0].rss",
+                   "expected true or false, got 'yes'"},
+        BadProfile{"empty_value", kBase + "rings:\n  size:\n", "t.yaml:5:3: rings.size",
+                   "expected an integer, got nothing"},
+        BadProfile{"bad_policy", kBase + "backpressure:\n  policy: pause\n", "t.yaml:5:11: backpressure.policy",
+                   "expected one of park | drop | shed-new, got 'pause'"},
+        BadProfile{"bad_flow_control", block_port("flow_control: both"), "t.yaml:4:19: ports[0].flow_control",
+                   "expected one of none | rx_pause | tx_pause | full, got 'both'"},
+        BadProfile{"bad_action_type", kPorts + kLcores + "action: {type: bounce}\n", "t.yaml:3:16: action.type",
+                   "expected one of forward | reflect | sink, got 'bounce'"},
+        BadProfile{"word_for_duration", kBase + "duration_s: forever\n", "t.yaml:4:13: duration_s",
+                   "expected a number, got 'forever'"},
+        BadProfile{"nan_duration", kBase + "duration_s: nan\n", "t.yaml:4:13: duration_s", "expected a number"}),
+    case_name);
+
+// --- per-field ranges ----------------------------------------------------------
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranges, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"rx_queues_above_64", block_port("rx_queues: 65"), "t.yaml:4:16: ports[0].rx_queues",
+                   "must be in 0..64, got 65"},
+        BadProfile{"tx_queues_negative", block_port("tx_queues: -1"), "t.yaml:4:16: ports[0].tx_queues",
+                   "must be in 0..64, got -1"},
+        BadProfile{"rx_descriptors_below_32", block_port("rx_descriptors: 16"),
+                   "t.yaml:4:21: ports[0].rx_descriptors", "must be in 32..16384, got 16"},
+        BadProfile{"tx_descriptors_above_16384", block_port("tx_descriptors: 16385"),
+                   "t.yaml:4:21: ports[0].tx_descriptors", "must be in 32..16384, got 16385"},
+        BadProfile{"mtu_below_68", block_port("mtu: 67"), "t.yaml:4:10: ports[0].mtu", "must be in 68..9600, got 67"},
+        BadProfile{"mtu_above_9600", block_port("mtu: 9601"), "t.yaml:4:10: ports[0].mtu",
+                   "must be in 68..9600, got 9601"},
+        BadProfile{"huge_integer", block_port("mtu: 99999999999999999999999"), "t.yaml:4:10: ports[0].mtu",
+                   "must be in 68..9600"},
+        BadProfile{"mbufs_below_1024", kBase + "mempool:\n  mbufs: 1023\n", "t.yaml:5:10: mempool.mbufs",
+                   "must be in 1024..16777216, got 1023"},
+        BadProfile{"mbufs_above_16M", kBase + "mempool:\n  mbufs: 16777217\n", "t.yaml:5:10: mempool.mbufs",
+                   "must be in 1024..16777216, got 16777217"},
+        BadProfile{"cache_above_512", kBase + "mempool:\n  cache: 513\n", "t.yaml:5:10: mempool.cache",
+                   "must be in 0..512, got 513"},
+        BadProfile{"data_room_below_1024", kBase + "mempool:\n  data_room: 1023\n", "t.yaml:5:14: mempool.data_room",
+                   "must be in 1024..65535, got 1023"},
+        BadProfile{"lcore_id_above_127", kPorts + "lcores: [{id: 128, rx: [\"wire:0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:15: lcores[0].id", "must be in 0..127, got 128"},
+        BadProfile{"ring_size_below_16", kBase + "rings:\n  size: 8\n", "t.yaml:5:9: rings.size",
+                   "must be in 16..65536, got 8"},
+        BadProfile{"ring_size_above_65536", kBase + "rings:\n  size: 131072\n", "t.yaml:5:9: rings.size",
+                   "must be in 16..65536, got 131072"},
+        BadProfile{"ring_size_not_power_of_two", kBase + "rings:\n  size: 1000\n", "t.yaml:5:9: rings.size",
+                   "must be a power of two, got 1000"},
+        BadProfile{"burst_zero", kBase + "rings:\n  burst: 0\n", "t.yaml:5:10: rings.burst", "must be in 1..64, got 0"},
+        BadProfile{"burst_above_64", kBase + "rings:\n  burst: 65\n", "t.yaml:5:10: rings.burst",
+                   "must be in 1..64, got 65"},
+        BadProfile{"burst_above_ring_size", kBase + "rings:\n  size: 16\n  burst: 32\n", "t.yaml:6:10: rings.burst",
+                   "must not exceed rings.size (16), got 32"},
+        BadProfile{"quic_port_zero", kBase + "steering:\n  quic_ports: [443, 0]\n",
+                   "t.yaml:5:21: steering.quic_ports[1]", "must be in 1..65535, got 0"},
+        BadProfile{"quic_port_above_65535", kBase + "steering:\n  quic_ports: [443, 65536]\n",
+                   "t.yaml:5:21: steering.quic_ports[1]", "must be in 1..65535, got 65536"},
+        BadProfile{"quic_ports_empty", kBase + "steering:\n  quic_ports: []\n", "t.yaml:5:15: steering.quic_ports",
+                   "at least one UDP port is required"},
+        BadProfile{"quic_ports_duplicate", kBase + "steering:\n  quic_ports: [443, 443]\n",
+                   "t.yaml:5:21: steering.quic_ports[1]", "duplicate UDP port 443"},
+        BadProfile{"short_dcid_len_above_20", kBase + "steering:\n  short_dcid_len: 21\n",
+                   "t.yaml:5:19: steering.short_dcid_len", "must be in 0..20, got 21"},
+        BadProfile{"config_id_7", with_quic_lb("7", "2", "6"), "t.yaml:6:18: steering.quic_lb[0].config_id",
+                   "must be in 0..6, got 7"},
+        BadProfile{"server_id_len_zero", with_quic_lb("0", "0", "6"),
+                   "t.yaml:7:22: steering.quic_lb[0].server_id_len", "must be in 1..15, got 0"},
+        BadProfile{"server_id_len_16", with_quic_lb("0", "16", "4"),
+                   "t.yaml:7:22: steering.quic_lb[0].server_id_len", "must be in 1..15, got 16"},
+        BadProfile{"nonce_len_3", with_quic_lb("0", "2", "3"), "t.yaml:8:18: steering.quic_lb[0].nonce_len",
+                   "must be in 4..18, got 3"},
+        BadProfile{"nonce_len_19", with_quic_lb("0", "1", "19"), "t.yaml:8:18: steering.quic_lb[0].nonce_len",
+                   "must be in 4..18, got 19"},
+        BadProfile{"cid_longer_than_20", with_quic_lb("0", "15", "5"), "t.yaml:8:18: steering.quic_lb[0].nonce_len",
+                   "server_id_len + nonce_len must be at most 19 (a CID is at most 20 octets), got 15 + 5"},
+        BadProfile{"len_self_encode_not_bool", with_quic_lb("0", "2", "6", "      len_self_encode: maybe\n"),
+                   "t.yaml:9:24: steering.quic_lb[0].len_self_encode", "expected true or false, got 'maybe'"},
+        BadProfile{"fallback_vnodes_zero", kBase + "steering:\n  fallback:\n    vnodes: 0\n",
+                   "t.yaml:6:13: steering.fallback.vnodes", "must be in 1..4096, got 0"},
+        BadProfile{"fallback_vnodes_above_4096", kBase + "steering:\n  fallback:\n    vnodes: 4097\n",
+                   "t.yaml:6:13: steering.fallback.vnodes", "must be in 1..4096, got 4097"},
+        BadProfile{"high_watermark_zero", kBase + "backpressure:\n  high_watermark: 0\n",
+                   "t.yaml:5:19: backpressure.high_watermark", "must be in 1..rings.size (1024), got 0"},
+        BadProfile{"park_timeout_zero", kBase + "backpressure:\n  park_timeout_us: 0\n",
+                   "t.yaml:5:20: backpressure.park_timeout_us", "must be in 1..10000000, got 0"},
+        BadProfile{"park_timeout_above_10s", kBase + "backpressure:\n  park_timeout_us: 10000001\n",
+                   "t.yaml:5:20: backpressure.park_timeout_us", "must be in 1..10000000, got 10000001"},
+        BadProfile{"cost_cycles_above_1M", kPorts + kLcores + "action:\n  type: sink\n  cost_cycles: 1000001\n",
+                   "t.yaml:5:16: action.cost_cycles", "must be in 0..1000000, got 1000001"},
+        BadProfile{"tx_drain_zero", kPorts + kLcores + "action:\n  type: sink\n  tx_drain_us: 0\n",
+                   "t.yaml:5:16: action.tx_drain_us", "must be in 1..100000, got 0"},
+        BadProfile{"tx_drain_above_100ms", kPorts + kLcores + "action:\n  type: sink\n  tx_drain_us: 100001\n",
+                   "t.yaml:5:16: action.tx_drain_us", "must be in 1..100000, got 100001"},
+        BadProfile{"max_connections_zero", kPorts + kLcores + "action:\n  type: sink\n  max_connections: 0\n",
+                   "t.yaml:5:20: action.max_connections", "must be in 1..16777216, got 0"},
+        BadProfile{"max_connections_above_16M",
+                   kPorts + kLcores + "action:\n  type: sink\n  max_connections: 16777217\n",
+                   "t.yaml:5:20: action.max_connections", "must be in 1..16777216, got 16777217"},
+        BadProfile{"idle_timeout_zero", kPorts + kLcores + "action:\n  type: sink\n  idle_timeout_ms: 0\n",
+                   "t.yaml:5:20: action.idle_timeout_ms", "must be in 1..86400000, got 0"},
+        BadProfile{"idle_sleep_above_1s", kBase + "polling:\n  idle_sleep_us: 1000001\n",
+                   "t.yaml:5:18: polling.idle_sleep_us", "must be in 0..1000000, got 1000001"},
+        BadProfile{"idle_polls_zero", kBase + "polling:\n  idle_polls_before_sleep: 0\n",
+                   "t.yaml:5:28: polling.idle_polls_before_sleep", "must be in 1..1000000000, got 0"},
+        BadProfile{"stats_period_50ms", kBase + "stats:\n  period_ms: 50\n", "t.yaml:5:14: stats.period_ms",
+                   "must be 0 (off) or in 100..3600000, got 50"},
+        BadProfile{"stats_period_above_1h", kBase + "stats:\n  period_ms: 3600001\n", "t.yaml:5:14: stats.period_ms",
+                   "must be in 0..3600000, got 3600001"},
+        BadProfile{"duration_above_a_day", kBase + "duration_s: 86401\n", "t.yaml:4:13: duration_s",
+                   "must be in 0..86400, got 86401"},
+        BadProfile{"duration_negative", kBase + "duration_s: -0.5\n", "t.yaml:4:13: duration_s",
+                   "must be in 0..86400, got -0.5"}),
+    case_name);
+
+// --- hex keys and server IDs -------------------------------------------------
+
+INSTANTIATE_TEST_SUITE_P(
+    Hex, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"quic_lb_key_bad_digit",
+                   with_quic_lb("0", "2", "6", "      key: 00112233445566778899aabbccddeefg\n"),
+                   "t.yaml:9:12: steering.quic_lb[0].key", "('g' at position 32 is not a hex digit)"},
+        BadProfile{"quic_lb_key_short", with_quic_lb("0", "2", "6", "      key: 00112233\n"),
+                   "t.yaml:9:12: steering.quic_lb[0].key", "expected 32 hex digits, got 8 hex digits"},
+        BadProfile{"quic_lb_key_with_prefix",
+                   with_quic_lb("0", "2", "6", "      key: 0x00112233445566778899aabbccddee\n"),
+                   "t.yaml:9:12: steering.quic_lb[0].key", "('x' at position 2 is not a hex digit)"},
+        BadProfile{"fallback_key_short", kBase + "steering:\n  fallback:\n    key: abc\n",
+                   "t.yaml:6:10: steering.fallback.key", "expected 32 hex digits, got 3 hex digits"},
+        BadProfile{"fallback_key_empty", kBase + "steering:\n  fallback:\n    key: \"\"\n",
+                   "t.yaml:6:10: steering.fallback.key", "expected 32 hex digits, got 0 hex digits"},
+        BadProfile{"server_id_not_hex", with_servers("    - {server_id: \"00zz\", owner: 1}\n"),
+                   "t.yaml:7:19: steering.servers[0].server_id", "('z' at position 3 is not a hex digit)"},
+        BadProfile{"server_id_odd_digits", with_servers("    - {server_id: \"001\", owner: 1}\n"),
+                   "t.yaml:7:19: steering.servers[0].server_id", "got 3 hex digits"}),
+    case_name);
+
+// --- cross-checks ----------------------------------------------------------------
+
+const std::string kTwoOwners =
+    "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Ports, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"ports_missing", kLcores + kSink, "t.yaml:1:1: ports", "required key is missing"},
+        BadProfile{"ports_empty", "ports: []\n" + kLcores + kSink, "t.yaml:1:8: ports",
+                   "at least one port is required"},
+        BadProfile{"port_name_missing", "ports: [{device: net_null0}]\n" + kLcores + kSink,
+                   "t.yaml:1:9: ports[0].name", "required key is missing"},
+        BadProfile{"port_device_missing", "ports: [{name: wire}]\n" + kLcores + kSink,
+                   "t.yaml:1:9: ports[0].device", "required key is missing"},
+        BadProfile{"port_name_with_space", "ports: [{name: \"wi re\", device: net_null0}]\n" + kLcores + kSink,
+                   "t.yaml:1:16: ports[0].name", "got 'wi re'"},
+        BadProfile{"port_name_duplicate",
+                   "ports:\n  - {name: wire, device: net_null0}\n  - {name: wire, device: net_null1}\n" + kLcores +
+                       kSink,
+                   "t.yaml:3:12: ports[1].name", "duplicate port name 'wire' (also ports[0])"},
+        BadProfile{"device_interface_name", "ports: [{name: wire, device: eth0}]\n" + kLcores + kSink,
+                   "t.yaml:1:30: ports[0].device", "expected a PCI address"},
+        BadProfile{"device_pci_function_8", "ports: [{name: wire, device: \"0000:3b:00.8\"}]\n" + kLcores + kSink,
+                   "t.yaml:1:30: ports[0].device", "got '0000:3b:00.8'"},
+        BadProfile{"device_pci_device_20", "ports: [{name: wire, device: \"3b:20.0\"}]\n" + kLcores + kSink,
+                   "t.yaml:1:30: ports[0].device", "got '3b:20.0'"},
+        BadProfile{"device_vdev_without_driver", "ports: [{name: wire, device: net_}]\n" + kLcores + kSink,
+                   "t.yaml:1:30: ports[0].device", "got 'net_'"},
+        BadProfile{"device_vdev_with_space", "ports: [{name: wire, device: \"net_pcap0, rx_pcap=a\"}]\n" + kLcores +
+                                                 kSink,
+                   "t.yaml:1:30: ports[0].device", "vdev devargs starting with net_"},
+        BadProfile{"device_duplicate_vdev",
+                   "ports:\n  - {name: wire, device: \"net_pcap0,rx_pcap=a.pcap\"}\n"
+                   "  - {name: wire2, device: \"net_pcap0,rx_pcap=b.pcap\"}\n" +
+                       kLcores + kSink,
+                   "t.yaml:3:27: ports[1].device", "device 'net_pcap0' is already ports[0] ('wire')"},
+        BadProfile{"device_duplicate_pci_spelling",
+                   "ports:\n  - {name: wire, device: \"3b:00.0\"}\n  - {name: wire2, device: \"0000:3B:00.0\"}\n" +
+                       kLcores + kSink,
+                   "t.yaml:3:27: ports[1].device", "device '0000:3b:00.0' is already ports[0] ('wire')"},
+        BadProfile{"port_without_queues",
+                   "ports: [{name: wire, device: net_null0, rx_queues: 0, tx_queues: 0}]\n" + kLcores + kSink,
+                   "t.yaml:1:9: ports[0]", "a port needs rx_queues or tx_queues (both are 0)"},
+        BadProfile{"mtu_too_big_for_data_room", block_port("mtu: 9000"), "t.yaml:4:10: ports[0].mtu",
+                   "raise mempool.data_room to at least 9146"}),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Lcores, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"lcores_missing", kPorts + kSink, "t.yaml:1:1: lcores", "required key is missing"},
+        BadProfile{"lcores_empty", kPorts + "lcores: []\n" + kSink, "t.yaml:2:9: lcores",
+                   "at least one lcore is required"},
+        BadProfile{"lcore_id_missing", kPorts + "lcores: [{rx: [\"wire:0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:10: lcores[0].id", "required key is missing"},
+        BadProfile{"lcore_id_duplicate",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 1, owner: true}]\n" + kSink,
+                   "t.yaml:2:53: lcores[1].id", "duplicate lcore id 1 (also lcores[0])"},
+        BadProfile{"no_owner", kPorts + "lcores: [{id: 1, rx: [\"wire:0\"]}]\n" + kSink, "t.yaml:2:9: lcores",
+                   "no lcore has owner: true"},
+        BadProfile{"idle_lcore", kPorts + "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2}]\n" + kSink,
+                   "t.yaml:2:48: lcores[1]", "lcore 2 polls no RX queue and is not an owner"},
+        BadProfile{"queue_polled_by_two_lcores",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:0\"]}]\n" + kSink,
+                   "t.yaml:2:61: lcores[1].rx[0]", "queue 0 of port 'wire' is already polled by lcores[0] (id 1)"},
+        BadProfile{"queue_listed_twice", kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "already polled by lcores[0] (id 1)"},
+        BadProfile{"queue_polled_by_none",
+                   "ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 1}]\n" + kLcores + kSink,
+                   "t.yaml:1:52: ports[0].rx_queues", "queue 1 of port 'wire' is polled by no lcore"},
+        BadProfile{"default_queue_polled_by_none",
+                   "ports: [{name: wire, device: net_null0}, {name: sink, device: net_null1}]\n" + kLcores + kSink,
+                   "t.yaml:1:42: ports[1].rx_queues", "queue 0 of port 'sink' is polled by no lcore"},
+        BadProfile{"queue_beyond_port", kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:1\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "queue 1 is beyond port 'wire', which has 1 rx_queues (0..0)"},
+        BadProfile{"queue_of_tx_only_port",
+                   "ports: [{name: wire, device: net_null0}, {name: out, device: net_null1, rx_queues: 0}]\n"
+                   "lcores: [{id: 1, rx: [\"wire:0\", \"out:0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "queue 0 is beyond port 'out', which has 0 rx_queues"},
+        BadProfile{"queue_ref_unknown_port",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wan:0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "unknown port 'wan' (ports: wire)"},
+        BadProfile{"queue_ref_without_colon",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "expected \"port:queue\" (e.g. \"wire:0\"), got 'wire'"},
+        BadProfile{"queue_ref_word_queue",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:x\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "got 'wire:x'"},
+        BadProfile{"queue_ref_without_port",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \":0\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "got ':0'"},
+        BadProfile{"queue_ref_without_queue",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "got 'wire:'"},
+        BadProfile{"queue_ref_negative",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:-1\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "got 'wire:-1'"},
+        BadProfile{"queue_ref_two_colons",
+                   kPorts + "lcores: [{id: 1, rx: [\"wire:0\", \"wire:0:1\"], owner: true}]\n" + kSink,
+                   "t.yaml:2:33: lcores[0].rx[1]", "got 'wire:0:1'"}),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Steering, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"too_many_quic_lb_configs",
+                   kBase + "steering:\n  quic_lb: [" +
+                       [] {
+                         std::string s;
+                         for (int i = 0; i < 8; ++i) {
+                           s += std::string(i ? ", " : "") + "{config_id: " + std::to_string(i % 7) +
+                                ", server_id_len: 1, nonce_len: 4}";
+                         }
+                         return s;
+                       }() + "]\n",
+                   "t.yaml:5:12: steering.quic_lb", "at most 7 configs (config_id 0..6), got 8"},
+        BadProfile{"config_id_duplicate",
+                   kBase + "steering:\n  quic_lb:\n    - {config_id: 1, server_id_len: 2, nonce_len: 6}\n"
+                           "    - {config_id: 1, server_id_len: 3, nonce_len: 6}\n",
+                   "t.yaml:7:19: steering.quic_lb[1].config_id", "duplicate config_id 1 (also steering.quic_lb[0])"},
+        BadProfile{"server_id_len_missing", kBase + "steering:\n  quic_lb:\n    - {config_id: 1, nonce_len: 6}\n",
+                   "t.yaml:6:7: steering.quic_lb[0].server_id_len", "required key is missing"},
+        BadProfile{"server_owner_not_owner_lcore", with_servers("    - {server_id: \"0001\", owner: 2}\n"),
+                   "t.yaml:7:34: steering.servers[0].owner", "lcore 2 is not an owner lcore (owners: 1)"},
+        BadProfile{"server_id_length_without_config", with_servers("    - {server_id: \"000001\", owner: 1}\n"),
+                   "t.yaml:7:19: steering.servers[0].server_id",
+                   "server_id is 3 octets, but no steering.quic_lb config has that server_id_len (have: 2)"},
+        BadProfile{"server_without_any_config", kBase + "steering:\n  servers: [{server_id: \"0001\", owner: 1}]\n",
+                   "t.yaml:5:25: steering.servers[0].server_id", "(have: none)"},
+        BadProfile{"server_id_duplicate",
+                   with_servers("    - {server_id: \"0001\", owner: 1}\n    - {server_id: \"0001\", owner: 1}\n"),
+                   "t.yaml:8:19: steering.servers[1].server_id", "duplicate server_id (also steering.servers[0])"},
+        BadProfile{"server_id_duplicate_other_case",
+                   with_servers("    - {server_id: \"00ab\", owner: 1}\n    - {server_id: \"00AB\", owner: 1}\n"),
+                   "t.yaml:8:19: steering.servers[1].server_id", "duplicate server_id"},
+        BadProfile{"server_owner_missing", with_servers("    - {server_id: \"0001\"}\n"),
+                   "t.yaml:7:7: steering.servers[0].owner", "required key is missing"},
+        BadProfile{"high_watermark_above_ring",
+                   kBase + "rings:\n  size: 64\nbackpressure:\n  high_watermark: 128\n",
+                   "t.yaml:7:19: backpressure.high_watermark", "must be in 1..rings.size (64), got 128"},
+        BadProfile{"low_watermark_equal_high",
+                   kBase + "backpressure:\n  high_watermark: 512\n  low_watermark: 512\n",
+                   "t.yaml:6:18: backpressure.low_watermark", "must be below high_watermark (512), got 512"},
+        BadProfile{"low_watermark_at_default_high", kBase + "backpressure:\n  low_watermark: 1024\n",
+                   "t.yaml:5:18: backpressure.low_watermark", "must be below high_watermark (1024), got 1024"}),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Action, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"forward_by_default_without_tx_port", kPorts + kLcores, "t.yaml:1:1: action.tx_port",
+                   "required when action.type is forward"},
+        BadProfile{"forward_without_tx_port", kPorts + kLcores + "action: {type: forward}\n",
+                   "t.yaml:3:9: action.tx_port", "required when action.type is forward"},
+        BadProfile{"tx_port_unknown", kPorts + kLcores + "action: {type: forward, tx_port: wan}\n",
+                   "t.yaml:3:34: action.tx_port", "unknown port 'wan' (ports: wire)"},
+        BadProfile{"tx_port_with_sink", kPorts + kLcores + "action: {type: sink, tx_port: wire}\n",
+                   "t.yaml:3:31: action.tx_port", "only allowed when action.type is forward (type is sink)"},
+        BadProfile{"tx_port_with_reflect", kPorts + kLcores + "action: {type: reflect, tx_port: wire}\n",
+                   "t.yaml:3:34: action.tx_port", "only allowed when action.type is forward (type is reflect)"},
+        BadProfile{"forward_port_fewer_tx_queues_than_owners",
+                   "ports:\n  - {name: wire, device: net_null0, rx_queues: 2}\n  - name: out\n"
+                   "    device: net_null1\n    rx_queues: 0\n    tx_queues: 1\n" +
+                       kTwoOwners + "action: {type: forward, tx_port: out}\n",
+                   "t.yaml:6:16: ports[1].tx_queues",
+                   "port 'out' is the forward tx_port and needs one TX queue per owner lcore (2), has 1"},
+        BadProfile{"reflect_port_fewer_tx_queues_than_owners",
+                   "ports:\n  - name: wire\n    device: net_null0\n    rx_queues: 2\n" + kTwoOwners +
+                       "action: {type: reflect}\n",
+                   "t.yaml:2:5: ports[0].tx_queues",
+                   "port 'wire' is an RX port and action.type is reflect and needs one TX queue per owner lcore "
+                   "(2), has 1"}),
+    case_name);
+
+// --- accepted profiles -------------------------------------------------------------
+
+TEST(Profile, FillsEveryDefault) {
+  const qs::Profile p = qs::parse_profile(kBase, "t.yaml");
+  EXPECT_EQ(p.path, "t.yaml");
+  EXPECT_TRUE(p.eal.empty());
+  ASSERT_EQ(p.ports.size(), 1u);
+  EXPECT_EQ(p.ports[0].name, "wire");
+  EXPECT_EQ(p.ports[0].device, "net_null0");
+  EXPECT_TRUE(p.ports[0].is_vdev());
+  EXPECT_EQ(p.ports[0].rx_queues, 1);
+  EXPECT_EQ(p.ports[0].tx_queues, 1);
+  EXPECT_EQ(p.ports[0].rx_descriptors, 1024);
+  EXPECT_EQ(p.ports[0].tx_descriptors, 1024);
+  EXPECT_TRUE(p.ports[0].rss);
+  EXPECT_EQ(p.ports[0].mtu, 1500);
+  EXPECT_EQ(p.ports[0].flow_control, qs::FlowControl::kNone);
+  EXPECT_FALSE(p.ports[0].rx_drop_en);
+  EXPECT_EQ(p.mempool.mbufs, 16383u);
+  EXPECT_EQ(p.mempool.cache, 256u);
+  EXPECT_EQ(p.mempool.data_room, 2176);
+  ASSERT_EQ(p.lcores.size(), 1u);
+  EXPECT_EQ(p.lcores[0].id, 1u);
+  EXPECT_EQ(p.lcores[0].rx, (std::vector<qs::RxQueueRef>{{0, 0}}));
+  EXPECT_TRUE(p.lcores[0].owner);
+  EXPECT_EQ(p.rings.size, 1024u);
+  EXPECT_EQ(p.rings.burst, 32);
+  EXPECT_EQ(p.steering.quic_ports, std::vector<std::uint16_t>{443});
+  EXPECT_EQ(p.steering.short_dcid_len, 8);
+  EXPECT_TRUE(p.steering.quic_lb.empty());
+  EXPECT_TRUE(p.steering.server_routes.empty());
+  EXPECT_EQ(p.steering.owner_lcores, std::vector<unsigned>{1});
+  EXPECT_EQ(p.steering.fallback_key, (std::array<std::uint8_t, 16>{}));
+  EXPECT_EQ(p.steering.fallback_vnodes, 128u);
+  EXPECT_EQ(p.backpressure.policy, qs::BackpressurePolicy::kPark);
+  EXPECT_EQ(p.backpressure.high_watermark, 1024u);
+  EXPECT_EQ(p.backpressure.low_watermark, 512u);
+  EXPECT_EQ(p.backpressure.park_timeout_us, 10000u);
+  EXPECT_EQ(p.action.type, qs::OwnerAction::kSink);
+  EXPECT_EQ(p.action.tx_port, -1);
+  EXPECT_EQ(p.action.cost_cycles, 0u);
+  EXPECT_EQ(p.action.tx_drain_us, 100u);
+  EXPECT_EQ(p.action.max_connections, 65536u);
+  EXPECT_EQ(p.action.idle_timeout_ms, 30000u);
+  EXPECT_EQ(p.polling.idle_sleep_us, 0u);
+  EXPECT_EQ(p.polling.idle_polls_before_sleep, 256u);
+  EXPECT_EQ(p.stats.period_ms, 1000u);
+  EXPECT_EQ(p.stats.json_path, "");
+  EXPECT_EQ(p.duration_s, 0);
+}
+
+TEST(Profile, WatermarkDefaultsFollowRingAndHighWatermark) {
+  EXPECT_EQ(qs::parse_profile(kBase + "rings: {size: 64}\n", "t").backpressure.high_watermark, 64u);
+  EXPECT_EQ(qs::parse_profile(kBase + "rings: {size: 64}\n", "t").backpressure.low_watermark, 32u);
+  // An explicit high watermark at or below half the ring halves itself instead.
+  const qs::Profile low = qs::parse_profile(kBase + "backpressure: {high_watermark: 256}\n", "t");
+  EXPECT_EQ(low.backpressure.high_watermark, 256u);
+  EXPECT_EQ(low.backpressure.low_watermark, 128u);
+  const qs::Profile high = qs::parse_profile(kBase + "backpressure: {high_watermark: 896}\n", "t");
+  EXPECT_EQ(high.backpressure.low_watermark, 512u);
+  const qs::Profile explicit_low = qs::parse_profile(kBase + "backpressure: {low_watermark: 0}\n", "t");
+  EXPECT_EQ(explicit_low.backpressure.low_watermark, 0u);
+}
+
+TEST(Profile, DecodesEveryKey) {
+  const std::string yaml = R"(
+eal: ["-l", "0-3"]
+ports:
+  - {name: wire, device: "0000:3B:00.0", rx_queues: 2, tx_queues: 0, rx_descriptors: 2048, tx_descriptors: 512,
+     rss: False, mtu: 9000, flow_control: rx_pause, rx_drop_en: TRUE}
+  - {name: out-1, device: "3b:00.1", rx_queues: 0, tx_queues: 3, flow_control: tx_pause}
+mempool: {mbufs: 65535, cache: 512, data_room: 10240}
+lcores:
+  - {id: 3, rx: ["wire:1"]}
+  - {id: 1, owner: true}
+  - {id: 2, rx: ["wire:0"], owner: true}
+rings: {size: 4096, burst: 64}
+steering:
+  quic_ports: [443, 4433]
+  short_dcid_len: 0
+  quic_lb:
+    - {config_id: 2, server_id_len: 3, nonce_len: 16, key: 000102030405060708090A0B0C0D0E0F, len_self_encode: true}
+    - {config_id: 5, server_id_len: 2, nonce_len: 4}
+  servers:
+    - {server_id: 0001, owner: 2}
+    - {server_id: "0a0b0c", owner: 1}
+  fallback: {key: ffeeddccbbaa99887766554433221100, vnodes: 7}
+backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 7}
+action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, idle_timeout_ms: 5}
+polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8}
+stats: {period_ms: 0, json: "results/x.json"}
+duration_s: 0.25
+)";
+  const qs::Profile p = qs::parse_profile(yaml, "t.yaml");
+  EXPECT_EQ(p.eal, (std::vector<std::string>{"-l", "0-3"}));
+  ASSERT_EQ(p.ports.size(), 2u);
+  EXPECT_FALSE(p.ports[0].is_vdev());
+  EXPECT_EQ(p.ports[0].rx_queues, 2);
+  EXPECT_EQ(p.ports[0].tx_queues, 0);
+  EXPECT_EQ(p.ports[0].rx_descriptors, 2048);
+  EXPECT_EQ(p.ports[0].tx_descriptors, 512);
+  EXPECT_FALSE(p.ports[0].rss);
+  EXPECT_EQ(p.ports[0].mtu, 9000);
+  EXPECT_EQ(p.ports[0].flow_control, qs::FlowControl::kRxPause);
+  EXPECT_TRUE(p.ports[0].rx_drop_en);
+  EXPECT_EQ(p.ports[1].name, "out-1");
+  EXPECT_EQ(p.ports[1].flow_control, qs::FlowControl::kTxPause);
+  EXPECT_EQ(p.port_index("out-1"), 1);
+  EXPECT_EQ(p.port_index("nope"), -1);
+  EXPECT_EQ(p.mempool.mbufs, 65535u);
+  EXPECT_EQ(p.mempool.cache, 512u);
+  EXPECT_EQ(p.mempool.data_room, 10240);
+  ASSERT_EQ(p.lcores.size(), 3u);
+  EXPECT_EQ(p.lcores[0].rx, (std::vector<qs::RxQueueRef>{{0, 1}}));
+  EXPECT_FALSE(p.lcores[0].owner);
+  EXPECT_TRUE(p.lcores[1].rx.empty());
+  // Owners in profile order, not sorted.
+  EXPECT_EQ(p.steering.owner_lcores, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(p.rings.size, 4096u);
+  EXPECT_EQ(p.rings.burst, 64);
+  EXPECT_EQ(p.steering.quic_ports, (std::vector<std::uint16_t>{443, 4433}));
+  EXPECT_EQ(p.steering.short_dcid_len, 0);
+  ASSERT_EQ(p.steering.quic_lb.size(), 2u);
+  EXPECT_EQ(p.steering.quic_lb[0].config_id, 2);
+  EXPECT_EQ(p.steering.quic_lb[0].server_id_len, 3);
+  EXPECT_EQ(p.steering.quic_lb[0].nonce_len, 16);
+  ASSERT_TRUE(p.steering.quic_lb[0].key.has_value());
+  EXPECT_EQ((*p.steering.quic_lb[0].key)[10], 0x0a);
+  EXPECT_EQ((*p.steering.quic_lb[0].key)[15], 0x0f);
+  EXPECT_TRUE(p.steering.quic_lb[0].len_self_encode);
+  EXPECT_FALSE(p.steering.quic_lb[1].key.has_value());
+  ASSERT_EQ(p.steering.server_routes.size(), 2u);
+  // A plain 0001 is YAML's integer 1, but the server ID keeps its digits.
+  EXPECT_EQ(p.steering.server_routes[0].server_id, (std::vector<std::uint8_t>{0x00, 0x01}));
+  EXPECT_EQ(p.steering.server_routes[0].owner_lcore, 2u);
+  EXPECT_EQ(p.steering.server_routes[1].server_id, (std::vector<std::uint8_t>{0x0a, 0x0b, 0x0c}));
+  EXPECT_EQ(p.steering.fallback_key[0], 0xff);
+  EXPECT_EQ(p.steering.fallback_key[15], 0x00);
+  EXPECT_EQ(p.steering.fallback_vnodes, 7u);
+  EXPECT_EQ(p.backpressure.policy, qs::BackpressurePolicy::kShedNew);
+  EXPECT_EQ(p.backpressure.high_watermark, 3000u);
+  EXPECT_EQ(p.backpressure.low_watermark, 100u);
+  EXPECT_EQ(p.backpressure.park_timeout_us, 7u);
+  EXPECT_EQ(p.action.type, qs::OwnerAction::kForward);
+  EXPECT_EQ(p.action.tx_port, 1);
+  EXPECT_EQ(p.action.cost_cycles, 500u);
+  EXPECT_EQ(p.action.tx_drain_us, 9u);
+  EXPECT_EQ(p.action.max_connections, 1000u);
+  EXPECT_EQ(p.action.idle_timeout_ms, 5u);
+  EXPECT_EQ(p.polling.idle_sleep_us, 50u);
+  EXPECT_EQ(p.polling.idle_polls_before_sleep, 8u);
+  EXPECT_EQ(p.stats.period_ms, 0u);
+  EXPECT_EQ(p.stats.json_path, "results/x.json");
+  EXPECT_EQ(p.duration_s, 0.25);
+
+  // The dump of a profile that sets everything reads back to itself.
+  const std::string dump = qs::dump_profile(p);
+  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump")), dump);
+}
+
+TEST(Profile, DumpOfDefaultsReadsBackToItself) {
+  const std::string dump = qs::dump_profile(qs::parse_profile(kBase, "t.yaml"));
+  const qs::Profile again = qs::parse_profile(dump, "dump");
+  EXPECT_EQ(qs::dump_profile(again), dump);
+  // Every default is spelled out in the dump.
+  EXPECT_THAT(dump, HasSubstr("high_watermark: 1024"));
+  EXPECT_THAT(dump, HasSubstr("low_watermark: 512"));
+  EXPECT_THAT(dump, HasSubstr("idle_polls_before_sleep: 256"));
+  EXPECT_THAT(dump, HasSubstr("key: \"00000000000000000000000000000000\""));
+}
+
+// --- files -------------------------------------------------------------------------
+
+std::filesystem::path scratch_file(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("qs_profile_test_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ProfileFile, MissingFileSaysCannotOpen) {
+  try {
+    qs::load_profile("/nonexistent/dir/p.yaml");
+    FAIL() << "accepted a missing file";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/dir/p.yaml: cannot open: No such file or directory");
+  }
+}
+
+TEST(ProfileFile, DirectorySaysCannotRead) {
+  try {
+    qs::load_profile(std::filesystem::temp_directory_path().string());
+    FAIL() << "accepted a directory";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(": cannot read: Is a directory"));
+  }
+}
+
+TEST(ProfileFile, ErrorsNameTheFile) {
+  const auto path = scratch_file("bad.yaml", kBase + "rings: {size: 100}\n");
+  try {
+    qs::load_profile(path.string());
+    FAIL() << "accepted a ring of 100";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_THAT(e.what(), StartsWith(path.string() + ":4:15: rings.size: must be a power of two"));
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ProfileFile, LoadsFileAndRecordsPath) {
+  const auto path = scratch_file("good.yaml", kBase);
+  const qs::Profile p = qs::load_profile(path.string());
+  EXPECT_EQ(p.path, path.string());
+  EXPECT_EQ(p.ports.size(), 1u);
+  std::filesystem::remove(path);
+}
+
+// --- shipped profiles ------------------------------------------------------------
+
+std::vector<std::filesystem::path> shipped_profiles() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(QS_SOURCE_DIR) / "configs")) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ShippedProfiles, AllLoadAndDumpReadsBack) {
+  const auto files = shipped_profiles();
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.filename().string());
+  for (const char* expected : {"demo.yaml", "lossless.yaml", "drop.yaml", "shed-new.yaml", "baremetal-2port.yaml"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.string());
+    try {
+      const qs::Profile p = qs::load_profile(file.string());
+      const std::string dump = qs::dump_profile(p);
+      EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, file.string())), dump);
+    } catch (const qs::ProfileError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+// Every key the dump writes (the whole schema) must be spelled out in demo.yaml,
+// the profile operators copy from.
+void expect_same_keys(const YAML::Node& complete, const YAML::Node& demo, const std::string& where) {
+  if (complete.IsMap()) {
+    ASSERT_TRUE(demo.IsMap()) << where << " is not a map in demo.yaml";
+    for (const auto& kv : complete) {
+      const std::string key = kv.first.Scalar();
+      const std::string path = where.empty() ? key : where + "." + key;
+      ASSERT_TRUE(demo[key].IsDefined()) << path << " is missing from demo.yaml";
+      expect_same_keys(kv.second, demo[key], path);
+    }
+  } else if (complete.IsSequence() && complete.size() > 0 && complete[0].IsMap()) {
+    ASSERT_TRUE(demo.IsSequence() && demo.size() > 0) << where;
+    expect_same_keys(complete[0], demo[0], where + "[0]");
+  }
+}
+
+TEST(ShippedProfiles, DemoSpellsOutEveryKey) {
+  const std::string path = std::string(QS_SOURCE_DIR) + "/configs/demo.yaml";
+  const qs::Profile p = qs::load_profile(path);
+  expect_same_keys(YAML::Load(qs::dump_profile(p)), YAML::LoadFile(path), "");
+}
+
+TEST(ShippedProfiles, DemoIsTheSymmetricTwoOwnerLayout) {
+  const qs::Profile p = qs::load_profile(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml");
+  ASSERT_EQ(p.ports.size(), 2u);
+  EXPECT_TRUE(p.ports[0].is_vdev());
+  EXPECT_EQ(p.ports[0].rx_queues, 2);
+  EXPECT_THAT(p.ports[0].device, HasSubstr("results/demo.pcap"));
+  EXPECT_EQ(p.steering.owner_lcores, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(p.lcores[0].rx, (std::vector<qs::RxQueueRef>{{0, 0}}));
+  EXPECT_EQ(p.lcores[1].rx, (std::vector<qs::RxQueueRef>{{0, 1}}));
+  EXPECT_EQ(p.action.type, qs::OwnerAction::kForward);
+  EXPECT_EQ(p.port_index("sink"), p.action.tx_port);
+  ASSERT_EQ(p.steering.quic_lb.size(), 1u);
+  EXPECT_TRUE(p.steering.quic_lb[0].key.has_value());
+  EXPECT_EQ(p.steering.server_routes.size(), 2u);
+  EXPECT_EQ(p.polling.idle_sleep_us, 50u);
+  EXPECT_EQ(p.duration_s, 15);
+}
+
+TEST(ShippedProfiles, PoliciesMatchTheirNames) {
+  const std::string dir = std::string(QS_SOURCE_DIR) + "/configs/";
+  EXPECT_EQ(qs::load_profile(dir + "lossless.yaml").backpressure.policy, qs::BackpressurePolicy::kPark);
+  EXPECT_EQ(qs::load_profile(dir + "lossless.yaml").ports[0].flow_control, qs::FlowControl::kFull);
+  EXPECT_EQ(qs::load_profile(dir + "drop.yaml").backpressure.policy, qs::BackpressurePolicy::kDrop);
+  EXPECT_EQ(qs::load_profile(dir + "shed-new.yaml").backpressure.policy, qs::BackpressurePolicy::kShedNew);
+  const qs::Profile metal = qs::load_profile(dir + "baremetal-2port.yaml");
+  ASSERT_EQ(metal.ports.size(), 2u);
+  EXPECT_FALSE(metal.ports[0].is_vdev());
+  EXPECT_FALSE(metal.ports[1].is_vdev());
+  EXPECT_EQ(std::count(metal.eal.begin(), metal.eal.end(), "--no-huge"), 0);
+}
+
+}  // namespace
