@@ -51,6 +51,9 @@ constexpr std::uint32_t kEthernetOverhead = 14 + 4;
 constexpr std::size_t kMaxQuicLbConfigs = 7;   // config ids 0..6
 constexpr unsigned kMaxCidPayload = 19;        // 20-octet CID minus first octet
 constexpr std::size_t kMaxPortNameLength = 32;
+// Per-lcore synthetic cost may stall an owner for tens of milliseconds a
+// packet (a stuck owner in experiments); the profile-wide one stays modest.
+constexpr std::uint32_t kMaxLcoreCostCycles = 100000000;
 
 // A value with where it came from: the node, its position and its dotted key.
 struct Field {
@@ -467,7 +470,7 @@ class ProfileDecoder {
 
     for (std::size_t index = 0; index < items.size(); ++index) {
       const Field& item = items[index];
-      const MapReader m(d_, item, {"id", "rx", "owner"});
+      const MapReader m(d_, item, {"id", "rx", "owner", "cost_cycles"});
       LcoreConfig lcore;
       const Field id = m.require("id");
       lcore.id = d_.integer<unsigned>(id, 0, kMaxLcoreId);
@@ -491,6 +494,11 @@ class ProfileDecoder {
         }
       }
       if (auto owner = m.get("owner")) lcore.owner = d_.boolean(*owner);
+      if (auto cost = m.get("cost_cycles")) {
+        if (!lcore.owner) d_.fail(*cost, "cost_cycles is the owner's connection-stage cost; lcore " +
+                                              std::to_string(lcore.id) + " is not an owner");
+        lcore.cost_cycles = d_.integer<std::uint32_t>(*cost, 0, kMaxLcoreCostCycles);
+      }
       if (lcore.rx.empty() && !lcore.owner) {
         d_.fail(item, "lcore " + std::to_string(lcore.id) + " polls no RX queue and is not an owner");
       }
@@ -897,6 +905,7 @@ std::string dump_profile(const Profile& p) {
     }
     out << YAML::EndSeq;
     out << YAML::Key << "owner" << YAML::Value << YAML::TrueFalseBool << lcore.owner;
+    if (lcore.cost_cycles) out << YAML::Key << "cost_cycles" << YAML::Value << *lcore.cost_cycles;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct LcoreConfig {
   unsigned id = 0;              // EAL lcore id
   std::vector<RxQueueRef> rx;   // queues this lcore polls (may be empty for a pure owner)
   bool owner = false;           // runs the connection stage for a shard of connections
+  // This owner's synthetic per-packet cost, overriding action.cost_cycles:
+  // lets an experiment (or a test) make one owner slow.
+  std::optional<std::uint32_t> cost_cycles;
 };
 
 struct RingConfig {

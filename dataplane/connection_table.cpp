@@ -1,0 +1,74 @@
+#include "dataplane/connection_table.h"
+
+#include <bit>
+#include <stdexcept>
+
+namespace qs {
+
+ConnectionTable::ConnectionTable(std::uint32_t max_connections) : max_(max_connections) {
+  if (max_connections == 0 || max_connections > (1u << 28))
+    throw std::invalid_argument("connection table: max_connections must be 1..2^28");
+  // At most half full keeps linear probes short.
+  const std::uint32_t slots = std::bit_ceil(std::uint64_t(max_connections) * 2) > (1u << 29)
+                                  ? (1u << 29)
+                                  : std::uint32_t(std::bit_ceil(std::uint64_t(max_connections) * 2));
+  slots_ = std::make_unique<Connection[]>(slots);
+  mask_ = slots - 1;
+}
+
+std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed) {
+  // Eight octets at a time through a multiply-xorshift mixer (wyhash-style
+  // folding). Keyed by `seed`; not a MAC, but enough that colliding CIDs
+  // cannot be precomputed without knowing the seed.
+  auto mix = [](std::uint64_t a, std::uint64_t b) {
+    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+    return std::uint64_t(r) ^ std::uint64_t(r >> 64);
+  };
+  std::uint64_t h = seed ^ (0x9e3779b97f4a7c15ull * (len + 1));
+  unsigned i = 0;
+  for (; i + 8 <= len; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, cid + i, 8);
+    h = mix(h ^ w, 0xa0761d6478bd642full);
+  }
+  std::uint64_t tail = 0;
+  for (unsigned k = 0; i < len; ++i, ++k) tail |= std::uint64_t(cid[i]) << (8 * k);
+  h = mix(h ^ tail, 0xe7037ed1a0b428dbull);
+  h = mix(h, 0x8ebc6af09c88c6e3ull);
+  return std::uint32_t(h ^ (h >> 32));
+}
+
+void ConnectionTable::erase_slot(std::uint32_t slot) {
+  // Backward-shift deletion: pull later members of the probe run into the
+  // hole when their home slot does not lie cyclically in (hole, i].
+  std::uint32_t hole = slot;
+  for (std::uint32_t i = (slot + 1) & mask_;; i = (i + 1) & mask_) {
+    Connection& c = slots_[i];
+    if (!c.used) break;
+    const std::uint32_t home = c.hash & mask_;
+    const bool home_in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+    if (home_in_range) continue;
+    slots_[hole] = c;
+    hole = i;
+  }
+  slots_[hole].used = false;
+  --size_;
+}
+
+unsigned ConnectionTable::expire(std::uint64_t now_tsc, std::uint64_t idle_tsc, unsigned max_slots) {
+  unsigned removed = 0;
+  for (unsigned n = 0; n < max_slots && n <= mask_; ++n) {
+    const std::uint32_t i = sweep_;
+    Connection& c = slots_[i];
+    if (c.used && now_tsc - c.last_seen_tsc > idle_tsc) {
+      erase_slot(i);
+      ++removed;
+      // A shifted-in entry now sits at i: look at the same slot again.
+      if (slots_[i].used) continue;
+    }
+    sweep_ = (sweep_ + 1) & mask_;
+  }
+  return removed;
+}
+
+}  // namespace qs

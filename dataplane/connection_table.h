@@ -1,0 +1,107 @@
+// ConnectionTable: one owner lcore's shard of per-connection state.
+//
+// Only the owning lcore touches its table, so there are no locks and no
+// atomics. Open addressing with linear probing, kept at most half full, with
+// backward-shift deletion (no tombstones, so probe lengths do not decay as
+// connections come and go). All memory is allocated at construction.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "steering/quic_lb.h"  // kMaxCidLen
+
+namespace qs {
+
+struct FourTuple {
+  std::uint8_t src_addr[16];  // IPv4 uses the first 4 octets
+  std::uint8_t dst_addr[16];
+  std::uint16_t src_port;     // network byte order, as on the wire
+  std::uint16_t dst_port;
+  std::uint8_t ipv6;
+  bool operator==(const FourTuple& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
+};
+
+struct Connection {
+  std::uint8_t cid_len = 0;
+  std::uint8_t cid[kMaxCidLen];
+  bool used = false;
+  std::uint32_t hash = 0;
+  std::uint32_t migrations = 0;  // times the CID arrived from a new 4-tuple
+  FourTuple tuple;               // the current one
+  std::uint64_t first_seen_tsc = 0;
+  std::uint64_t last_seen_tsc = 0;
+  std::uint64_t packets = 0;
+  std::uint64_t bytes = 0;
+};
+
+class ConnectionTable {
+ public:
+  // max_connections: the most entries held at once (the table has at least
+  // twice as many slots). Throws std::bad_alloc / std::invalid_argument.
+  explicit ConnectionTable(std::uint32_t max_connections);
+
+  // A keyed hash for CIDs; the seed is chosen at start-up so that a client
+  // cannot precompute colliding CIDs.
+  static std::uint32_t hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed);
+
+  // The entry for this CID, created when absent. nullptr when the shard is
+  // full (the caller counts the packet as untracked). `created` says which.
+  Connection* find_or_insert(std::uint32_t hash, const std::uint8_t* cid, unsigned len,
+                             std::uint64_t now_tsc, bool& created);
+  Connection* find(std::uint32_t hash, const std::uint8_t* cid, unsigned len);
+
+  // Removes entries idle for longer than idle_tsc, scanning at most
+  // `max_slots` slots from where the previous call stopped, so that the cost
+  // can be spread over housekeeping ticks. Returns the number removed.
+  unsigned expire(std::uint64_t now_tsc, std::uint64_t idle_tsc, unsigned max_slots);
+
+  std::uint32_t size() const { return size_; }
+  std::uint32_t max_size() const { return max_; }
+  std::uint32_t slot_count() const { return mask_ + 1; }
+
+ private:
+  void erase_slot(std::uint32_t slot);
+
+  std::unique_ptr<Connection[]> slots_;
+  std::uint32_t mask_ = 0;
+  std::uint32_t size_ = 0;
+  std::uint32_t max_ = 0;
+  std::uint32_t sweep_ = 0;
+};
+
+inline Connection* ConnectionTable::find(std::uint32_t hash, const std::uint8_t* cid, unsigned len) {
+  for (std::uint32_t i = hash & mask_;; i = (i + 1) & mask_) {
+    Connection& c = slots_[i];
+    if (!c.used) return nullptr;
+    if (c.hash == hash && c.cid_len == len && std::memcmp(c.cid, cid, len) == 0) return &c;
+  }
+}
+
+inline Connection* ConnectionTable::find_or_insert(std::uint32_t hash, const std::uint8_t* cid,
+                                                   unsigned len, std::uint64_t now_tsc,
+                                                   bool& created) {
+  created = false;
+  if (len > kMaxCidLen) return nullptr;
+  std::uint32_t i = hash & mask_;
+  for (;; i = (i + 1) & mask_) {
+    Connection& c = slots_[i];
+    if (!c.used) break;
+    if (c.hash == hash && c.cid_len == len && std::memcmp(c.cid, cid, len) == 0) return &c;
+  }
+  if (size_ >= max_) return nullptr;
+  Connection& c = slots_[i];
+  c = Connection{};
+  c.used = true;
+  c.hash = hash;
+  c.cid_len = std::uint8_t(len);
+  std::memcpy(c.cid, cid, len);
+  c.first_seen_tsc = now_tsc;
+  c.last_seen_tsc = now_tsc;
+  ++size_;
+  created = true;
+  return &c;
+}
+
+}  // namespace qs

@@ -1,0 +1,310 @@
+#include "dataplane/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_random.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "dataplane/port.h"
+#include "dataplane/steer_meta.h"
+
+namespace qs {
+namespace {
+
+void count_unsent(rte_mbuf** unsent, std::uint16_t count, void* userdata) {
+  rte_pktmbuf_free_bulk(unsent, count);
+  auto* stats = static_cast<OwnerStats*>(userdata);
+  stats->drops[static_cast<std::size_t>(DropReason::kTxFull)].add(count);
+}
+
+std::uint64_t us_to_tsc(std::uint64_t us) { return us * rte_get_tsc_hz() / 1000000; }
+
+void check_lcores(const Profile& p) {
+  for (const auto& l : p.lcores) {
+    if (l.id >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l.id))
+      throw std::runtime_error("lcore " + std::to_string(l.id) +
+                               " is in the profile but not enabled by EAL: add it to -l/--lcores");
+    if (l.id == rte_get_main_lcore())
+      throw std::runtime_error("lcore " + std::to_string(l.id) +
+                               " is EAL's main lcore, which runs the control loop and stats; give the "
+                               "data path other lcores (EAL -l/--lcores, or --main-lcore)");
+  }
+}
+
+void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
+  std::uint64_t need = 0;
+  for (const auto& port : p.ports)
+    need += std::uint64_t(port.rx_queues) * port.rx_descriptors + std::uint64_t(port.tx_queues) * port.tx_descriptors;
+  need += std::uint64_t(producers) * owners * p.rings.size;
+  need += std::uint64_t(p.lcores.size()) * (p.mempool.cache + 4 * kMaxBurst);
+  if (p.mempool.mbufs < need)
+    std::printf("warning: mempool.mbufs %u is below the %llu that descriptors, rings and caches can "
+                "hold at once; expect rx_nombuf under load\n",
+                p.mempool.mbufs, static_cast<unsigned long long>(need));
+}
+
+}  // namespace
+
+Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
+  register_steer_meta();
+  check_lcores(profile_);
+
+  static std::atomic<unsigned> instance{0};
+  const std::string pool_name = "qs_mbufs_" + std::to_string(instance.fetch_add(1));
+  pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
+                                  profile_.mempool.data_room, int(rte_socket_id()));
+  if (pool_ == nullptr)
+    throw std::runtime_error("cannot create the mbuf pool (" + std::to_string(profile_.mempool.mbufs) +
+                             " mbufs of " + std::to_string(profile_.mempool.data_room) +
+                             " bytes): " + rte_strerror(rte_errno) + "; raise EAL -m or lower mempool.mbufs");
+
+  try {
+    for (const auto& port : profile_.ports) port_ids_.push_back(find_or_probe_port(port));
+    for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+      configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+      ports_open_ = true;
+    }
+  } catch (...) {
+    close_ports_and_count_leaks();
+    rte_mempool_free(pool_);
+    throw;
+  }
+
+  const auto& owners = profile_.steering.owner_lcores;
+  classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
+  const std::uint64_t cid_seed = rte_rand();
+
+  unsigned producers = 0;
+  for (const auto& l : profile_.lcores) {
+    auto ctx = std::make_unique<LcoreContext>();
+    ctx->lcore_id = l.id;
+    ctx->stop = &stop_;
+    const auto it = std::find(owners.begin(), owners.end(), l.id);
+    ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
+    ctx->classifier = classifier_.get();
+    ctx->cid_hash_seed = cid_seed;
+    ctx->burst = profile_.rings.burst;
+    ctx->policy = profile_.backpressure.policy;
+    ctx->high_watermark = profile_.backpressure.high_watermark;
+    ctx->low_watermark = profile_.backpressure.low_watermark;
+    ctx->park_timeout_tsc = us_to_tsc(profile_.backpressure.park_timeout_us);
+    ctx->action = profile_.action.type;
+    ctx->cost_cycles = l.cost_cycles.value_or(profile_.action.cost_cycles);
+    ctx->tx_drain_tsc = us_to_tsc(profile_.action.tx_drain_us);
+    ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
+    ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
+    ctx->idle_polls_before_sleep = profile_.polling.idle_polls_before_sleep;
+    for (const auto& ref : l.rx) {
+      auto q = std::make_unique<RxQueueContext>();
+      q->port_id = port_ids_[ref.port];
+      q->queue = ref.queue;
+      q->profile_port = ref.port;
+      ctx->rx.push_back(std::move(q));
+    }
+    if (!l.rx.empty()) ++producers;
+    lcores_.push_back(std::move(ctx));
+  }
+  warn_if_pool_small(profile_, producers, unsigned(owners.size()));
+
+  // One ring per receiving lcore -> owner pair, except an lcore to itself.
+  auto context_of = [&](unsigned lcore) -> LcoreContext& {
+    for (auto& c : lcores_)
+      if (c->lcore_id == lcore) return *c;
+    throw std::logic_error("owner lcore missing from the lcore list");
+  };
+  for (auto& c : lcores_) {
+    if (c->rx.empty()) continue;
+    c->out_rings.assign(owners.size(), nullptr);
+    c->out_ring_stats.assign(owners.size(), nullptr);
+    for (std::size_t o = 0; o < owners.size(); ++o) {
+      if (int(o) == c->owner_index) continue;
+      rings_.push_back(std::make_unique<MbufRing>(profile_.rings.size));
+      MbufRing* ring = rings_.back().get();
+      auto stats = std::make_unique<RingStats>();
+      c->out_rings[o] = ring;
+      c->out_ring_stats[o] = stats.get();
+      context_of(owners[o]).in_rings.push_back(ring);
+      ring_info_.push_back(RingInfo{c->lcore_id, owners[o], ring, std::move(stats)});
+    }
+  }
+
+  // Owners: connection shard and TX buffers on their own TX queue.
+  for (auto& c : lcores_) {
+    if (c->owner_index < 0) continue;
+    c->connections = std::make_unique<ConnectionTable>(profile_.action.max_connections);
+    c->tx_buffer.assign(RTE_MAX_ETHPORTS, nullptr);
+    std::vector<std::uint16_t> tx_profile_ports;
+    if (profile_.action.type == OwnerAction::kForward) {
+      tx_profile_ports.push_back(std::uint16_t(profile_.action.tx_port));
+      c->forward_port = port_ids_[std::size_t(profile_.action.tx_port)];
+    } else if (profile_.action.type == OwnerAction::kReflect) {
+      for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+        if (profile_.ports[i].rx_queues > 0) tx_profile_ports.push_back(std::uint16_t(i));
+    }
+    for (std::uint16_t pi : tx_profile_ports) {
+      const std::uint16_t port = port_ids_[pi];
+      auto* buf = static_cast<rte_eth_dev_tx_buffer*>(rte_zmalloc_socket(
+          "qs_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile_.rings.burst), RTE_CACHE_LINE_SIZE,
+          int(rte_lcore_to_socket_id(c->lcore_id))));
+      if (buf == nullptr) throw std::runtime_error("cannot allocate a TX buffer");
+      rte_eth_tx_buffer_init(buf, profile_.rings.burst);
+      rte_eth_tx_buffer_set_err_callback(buf, count_unsent, &c->owner_stats);
+      c->tx_buffer[port] = buf;
+      c->tx_ports.push_back(port);
+    }
+  }
+}
+
+Dataplane::~Dataplane() {
+  stop();
+  close_ports_and_count_leaks();
+  for (auto& c : lcores_)
+    for (auto* b : c->tx_buffer) rte_free(b);
+  if (pool_ != nullptr) rte_mempool_free(pool_);
+}
+
+void Dataplane::launch() {
+  if (running_) return;
+  stop_.store(false, std::memory_order_relaxed);
+  start_tsc_ = rte_rdtsc();
+  for (auto& c : lcores_) {
+    const int rc = rte_eal_remote_launch(lcore_main, c.get(), c->lcore_id);
+    if (rc != 0) {
+      stop();
+      throw std::runtime_error("cannot launch lcore " + std::to_string(c->lcore_id) + ": " + rte_strerror(-rc));
+    }
+  }
+  running_ = true;
+}
+
+void Dataplane::stop() {
+  stop_.store(true, std::memory_order_relaxed);
+  for (auto& c : lcores_) rte_eal_wait_lcore(c->lcore_id);
+  if (!running_) return;
+  running_ = false;
+  stop_tsc_ = rte_rdtsc();
+  for (auto& c : lcores_) drain_after_stop(*c);
+}
+
+std::uint64_t Dataplane::pool_size() const { return pool_ == nullptr ? 0 : pool_->size; }
+
+std::uint16_t Dataplane::port_id(const std::string& name) const {
+  const int i = profile_.port_index(name);
+  if (i < 0) throw std::invalid_argument("no port named " + name);
+  return port_ids_[std::size_t(i)];
+}
+
+std::int64_t Dataplane::close_ports_and_count_leaks() {
+  if (ports_open_) {
+    for (std::uint16_t id : port_ids_) stop_and_close_port(id);
+    ports_open_ = false;
+  }
+  if (pool_ == nullptr) return 0;
+  return std::int64_t(pool_->size) - std::int64_t(rte_mempool_avail_count(pool_));
+}
+
+StatsSnapshot Dataplane::snapshot() const {
+  StatsSnapshot s;
+  const std::uint64_t end = running_ || stop_tsc_ == 0 ? rte_rdtsc() : stop_tsc_;
+  s.elapsed_s = start_tsc_ == 0 ? 0 : double(end - start_tsc_) / double(rte_get_tsc_hz());
+  const double tsc_per_us = double(rte_get_tsc_hz()) / 1e6;
+  for (const auto& c : lcores_) {
+    LcoreSnapshot l;
+    l.lcore = c->lcore_id;
+    l.owner_index = c->owner_index;
+    for (const auto& q : c->rx) {
+      QueueSnapshot qs;
+      qs.port = profile_.ports[q->profile_port].name;
+      qs.queue = q->queue;
+      qs.lcore = c->lcore_id;
+      const RxQueueStats& st = q->stats;
+      qs.rx.rx = st.rx.get();
+      qs.rx.steered_self = st.steered_self.get();
+      qs.rx.steered_other = st.steered_other.get();
+      qs.rx.enqueued = st.enqueued.get();
+      qs.rx.not_quic = st.not_quic.get();
+      qs.rx.parks = st.parks.get();
+      qs.rx.parked_packets = st.parked_packets.get();
+      qs.rx.parked_us = std::uint64_t(double(st.parked_cycles.get()) / tsc_per_us);
+      for (std::size_t r = 0; r < kDropReasonCount; ++r) qs.rx.drops[r] = st.drops[r].get();
+      // Read without synchronisation: a hint for the live table only.
+      qs.parked_now = q->ticket.held();
+      l.rx.add(qs.rx);
+      s.queues.push_back(std::move(qs));
+    }
+    if (c->owner_index >= 0) {
+      const OwnerStats& o = c->owner_stats;
+      l.owner.dequeued = o.dequeued.get();
+      l.owner.processed = o.processed.get();
+      l.owner.connections = o.connections.get();
+      l.owner.connections_live = o.connections_live.get();
+      l.owner.connections_expired = o.connections_expired.get();
+      l.owner.connections_untracked = o.connections_untracked.get();
+      l.owner.migrations = o.migrations.get();
+      l.owner.tx = o.tx.get();
+      l.owner.sunk = o.sunk.get();
+      for (std::size_t r = 0; r < kDropReasonCount; ++r) l.owner.drops[r] = o.drops[r].get();
+    }
+    s.rx_total.add(l.rx);
+    s.owner_total.add(l.owner);
+    s.lcores.push_back(std::move(l));
+  }
+  for (std::size_t r = 0; r < kDropReasonCount; ++r)
+    s.drops_total[r] = s.rx_total.drops[r] + s.owner_total.drops[r];
+  for (const auto& ri : ring_info_) {
+    RingSnapshot r;
+    r.from_lcore = ri.from_lcore;
+    r.to_lcore = ri.to_lcore;
+    r.capacity = ri.ring->capacity();
+    r.occupancy = ri.ring->size();
+    r.high_water = ri.stats->occupancy_high_water.get();
+    r.full_events = ri.stats->full_events.get();
+    s.rings.push_back(r);
+  }
+  if (ports_open_) {
+    for (std::size_t i = 0; i < port_ids_.size(); ++i) {
+      PortSnapshot p;
+      p.name = profile_.ports[i].name;
+      p.port_id = port_ids_[i];
+      rte_eth_stats es{};
+      if (rte_eth_stats_get(p.port_id, &es) == 0) {
+        p.ipackets = es.ipackets;
+        p.opackets = es.opackets;
+        p.ibytes = es.ibytes;
+        p.obytes = es.obytes;
+        p.imissed = es.imissed;
+        p.ierrors = es.ierrors;
+        p.oerrors = es.oerrors;
+        p.rx_nombuf = es.rx_nombuf;
+      }
+      const int n = rte_eth_xstats_get_names(p.port_id, nullptr, 0);
+      if (n > 0) {
+        std::vector<rte_eth_xstat_name> names(static_cast<std::size_t>(n));
+        std::vector<rte_eth_xstat> values(static_cast<std::size_t>(n));
+        if (rte_eth_xstats_get_names(p.port_id, names.data(), unsigned(n)) == n &&
+            rte_eth_xstats_get(p.port_id, values.data(), unsigned(n)) == n) {
+          for (int k = 0; k < n; ++k) {
+            const std::string name = names[std::size_t(values[std::size_t(k)].id)].name;
+            if (name.find("pause") != std::string::npos || name.find("xon") != std::string::npos ||
+                name.find("xoff") != std::string::npos)
+              p.pause_xstats.emplace_back(name, values[std::size_t(k)].value);
+          }
+        }
+      }
+      s.ports.push_back(std::move(p));
+    }
+  }
+  return s;
+}
+
+}  // namespace qs

@@ -1,0 +1,67 @@
+// Dataplane: builds the whole data path from a validated profile once EAL is
+// up (mempool, ports, rings, per-lcore contexts), launches the lcores, stops
+// them, and accounts for every mbuf at the end. Used by the quicsteer binary
+// and, in-process, by the integration tests.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/lcore_context.h"
+#include "dataplane/profile.h"
+#include "dataplane/stats_snapshot.h"
+
+struct rte_mempool;
+
+namespace qs {
+
+class Dataplane {
+ public:
+  // Throws (PortError, std::runtime_error) with a message for the operator.
+  explicit Dataplane(const Profile& profile);
+  ~Dataplane();
+  Dataplane(const Dataplane&) = delete;
+  Dataplane& operator=(const Dataplane&) = delete;
+
+  void launch();
+  // Signals every lcore, joins them, then frees (and counts as shutdown
+  // drops) whatever is still parked or queued. Idempotent.
+  void stop();
+  bool running() const { return running_; }
+
+  StatsSnapshot snapshot() const;
+
+  // Stops and closes the ports (a device may hold mbufs until then) and
+  // returns how many mbufs are not back in the pool. Call after stop().
+  std::int64_t close_ports_and_count_leaks();
+
+  rte_mempool* pool() const { return pool_; }
+  std::uint64_t pool_size() const;
+  const Profile& profile() const { return profile_; }
+  std::uint16_t port_id(const std::string& profile_port_name) const;
+  const std::vector<std::unique_ptr<LcoreContext>>& lcores() const { return lcores_; }
+
+ private:
+  Profile profile_;
+  rte_mempool* pool_ = nullptr;
+  std::vector<std::uint16_t> port_ids_;  // by profile port index
+  bool ports_open_ = false;
+  std::unique_ptr<MbufClassifier> classifier_;
+  std::vector<std::unique_ptr<MbufRing>> rings_;
+  struct RingInfo {
+    unsigned from_lcore, to_lcore;
+    MbufRing* ring;
+    std::unique_ptr<RingStats> stats;
+  };
+  std::vector<RingInfo> ring_info_;
+  std::vector<std::unique_ptr<LcoreContext>> lcores_;
+  std::atomic<bool> stop_{false};
+  bool running_ = false;
+  std::uint64_t start_tsc_ = 0;
+  std::uint64_t stop_tsc_ = 0;
+};
+
+}  // namespace qs

@@ -1,0 +1,38 @@
+// The one list of reasons for which the data path lets go of a packet. Every
+// drop is counted where it happens under one of these, in the dropping lcore's
+// own counters (VPP-style: no shared counters, no logging on the data path).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace qs {
+
+enum class DropReason : unsigned {
+  kMalformed,    // steering could not parse the headers it needs
+  kNotUdp,       // not UDP over IPv4/IPv6 (ARP, ICMP, TCP, non-first fragments...)
+  kRingFull,     // policy drop: the owner's ring rejected the packet
+  kShedNew,      // policy shed-new: a connection-opening packet for an owner over its high watermark
+  kParkTimeout,  // a parked packet waited longer than park_timeout
+  kTxFull,       // the TX queue did not take the packet
+  kShutdown,     // still in a ticket, ring or TX buffer when the lcores stopped
+  kCount
+};
+
+inline constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
+
+constexpr std::string_view drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kMalformed: return "malformed";
+    case DropReason::kNotUdp: return "not_udp";
+    case DropReason::kRingFull: return "ring_full";
+    case DropReason::kShedNew: return "shed_new";
+    case DropReason::kParkTimeout: return "park_timeout";
+    case DropReason::kTxFull: return "tx_full";
+    case DropReason::kShutdown: return "shutdown";
+    case DropReason::kCount: break;
+  }
+  return "?";
+}
+
+}  // namespace qs

@@ -1,0 +1,75 @@
+// Everything one lcore's loop touches, built on the control path before
+// launch. The loop itself (lcore_loop.cpp) allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dataplane/connection_table.h"
+#include "dataplane/lcore_stats.h"
+#include "dataplane/mbuf_classifier.h"
+#include "dataplane/parking_ticket.h"
+#include "dataplane/profile.h"
+#include "rings/spsc_ring.h"
+
+struct rte_mbuf;
+struct rte_eth_dev_tx_buffer;
+
+namespace qs {
+
+using MbufRing = SpscRing<rte_mbuf*>;
+
+struct alignas(kCacheLine) RxQueueContext {
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+  std::uint16_t profile_port = 0;  // index into Profile::ports
+  ParkingTicket<rte_mbuf*> ticket;
+  RxQueueStats stats;
+};
+
+struct LcoreContext {
+  unsigned lcore_id = 0;
+  int owner_index = -1;  // -1: receives only
+  const std::atomic<bool>* stop = nullptr;
+
+  // Receiving side.
+  std::vector<std::unique_ptr<RxQueueContext>> rx;
+  std::vector<MbufRing*> out_rings;      // by owner index; nullptr for itself
+  std::vector<RingStats*> out_ring_stats;
+  const MbufClassifier* classifier = nullptr;
+
+  // Owning side.
+  std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner
+  std::unique_ptr<ConnectionTable> connections;
+  std::uint64_t cid_hash_seed = 0;
+  // TX buffers by DPDK port id (forward: the TX port; reflect: every RX port),
+  // each for this owner's own TX queue (= owner index).
+  std::vector<rte_eth_dev_tx_buffer*> tx_buffer;
+  std::vector<std::uint16_t> tx_ports;   // the port ids that have a buffer
+  std::uint16_t forward_port = 0;
+  OwnerStats owner_stats;
+
+  // Settings, in TSC cycles where they are times.
+  unsigned burst = 32;
+  BackpressurePolicy policy = BackpressurePolicy::kPark;
+  std::uint32_t high_watermark = 0;
+  std::uint32_t low_watermark = 0;
+  std::uint64_t park_timeout_tsc = 0;
+  OwnerAction action = OwnerAction::kForward;
+  std::uint32_t cost_cycles = 0;
+  std::uint64_t tx_drain_tsc = 0;
+  std::uint64_t idle_timeout_tsc = 0;
+  std::uint32_t idle_sleep_us = 0;
+  std::uint32_t idle_polls_before_sleep = 256;
+};
+
+// The lcore entry point for rte_eal_remote_launch; arg is a LcoreContext*.
+int lcore_main(void* arg);
+
+// After every lcore has returned: flushes TX buffers and frees what is still
+// parked or queued, counting it as DropReason::kShutdown. Control path.
+void drain_after_stop(LcoreContext& ctx);
+
+}  // namespace qs

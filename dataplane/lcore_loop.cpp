@@ -1,0 +1,328 @@
+// One loop for every lcore, whatever its role; it reads top to bottom:
+//   1. drain every inbound ring (owners), always, so no cycle of lcores can
+//      wait on each other;
+//   2. for each RX queue: retry its parking ticket; poll it only when no
+//      ticket is held; classify the burst, group it by owner keeping order,
+//      run this lcore's own share, hand the rest over;
+//   3. flush TX buffers and do housekeeping on the drain timer;
+//   4. back off when nothing moved.
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+#include <rte_udp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "dataplane/lcore_context.h"
+#include "dataplane/steer_meta.h"
+
+namespace qs {
+namespace {
+
+inline void count_drop(DropCounters& d, DropReason r, std::uint64_t n = 1) {
+  d[static_cast<std::size_t>(r)].add(n);
+}
+
+void spin_cycles(std::uint32_t cycles) {
+  const std::uint64_t end = rte_rdtsc() + cycles;
+  while (rte_rdtsc() < end) rte_pause();
+}
+
+// Reflect: swap MAC, IP and UDP endpoints. Swapping the two halves of a
+// pseudo-header leaves both the IPv4 header and the UDP checksums valid.
+void reflect(rte_mbuf* m, const SteerMeta& meta) {
+  auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+  rte_ether_addr tmp = eth->src_addr;
+  eth->src_addr = eth->dst_addr;
+  eth->dst_addr = tmp;
+  auto* l3 = rte_pktmbuf_mtod_offset(m, std::uint8_t*, meta.l3_offset);
+  if (meta.flags & kSteerMetaIpv6) {
+    std::uint8_t a[16];
+    std::memcpy(a, l3 + 8, 16);
+    std::memmove(l3 + 8, l3 + 24, 16);
+    std::memcpy(l3 + 24, a, 16);
+  } else {
+    std::uint8_t a[4];
+    std::memcpy(a, l3 + 12, 4);
+    std::memmove(l3 + 12, l3 + 16, 4);
+    std::memcpy(l3 + 16, a, 4);
+  }
+  auto* udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr*, meta.l4_offset);
+  const rte_be16_t port = udp->src_port;
+  udp->src_port = udp->dst_port;
+  udp->dst_port = port;
+}
+
+void read_four_tuple(rte_mbuf* m, const SteerMeta& meta, FourTuple& t) {
+  std::memset(&t, 0, sizeof t);
+  const auto* l3 = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset);
+  if (meta.flags & kSteerMetaIpv6) {
+    t.ipv6 = 1;
+    std::memcpy(t.src_addr, l3 + 8, 16);
+    std::memcpy(t.dst_addr, l3 + 24, 16);
+  } else {
+    std::memcpy(t.src_addr, l3 + 12, 4);
+    std::memcpy(t.dst_addr, l3 + 16, 4);
+  }
+  const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, meta.l4_offset);
+  t.src_port = udp->src_port;
+  t.dst_port = udp->dst_port;
+}
+
+// The connection stage: this owner's shard of state, then the action.
+void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
+  OwnerStats& s = c.owner_stats;
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    const SteerMeta& meta = *steer_meta(m);
+    if (meta.flags & kSteerMetaQuic) {
+      const auto* cid = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
+      bool created = false;
+      const std::uint32_t hash = ConnectionTable::hash_cid(cid, meta.dcid_len, c.cid_hash_seed);
+      Connection* conn = c.connections->find_or_insert(hash, cid, meta.dcid_len, now, created);
+      if (conn != nullptr) {
+        FourTuple t;
+        read_four_tuple(m, meta, t);
+        if (created) {
+          conn->tuple = t;
+          s.connections.add();
+        } else if (!(conn->tuple == t)) {
+          conn->tuple = t;
+          ++conn->migrations;
+          s.migrations.add();
+        }
+        conn->last_seen_tsc = now;
+        ++conn->packets;
+        conn->bytes += m->pkt_len;
+      } else {
+        s.connections_untracked.add();
+      }
+    }
+    if (c.cost_cycles != 0) spin_cycles(c.cost_cycles);
+    switch (c.action) {
+      case OwnerAction::kSink:
+        rte_pktmbuf_free(m);
+        s.sunk.add();
+        break;
+      case OwnerAction::kForward:
+        s.tx.add(rte_eth_tx_buffer(c.forward_port, std::uint16_t(c.owner_index),
+                                   c.tx_buffer[c.forward_port], m));
+        break;
+      case OwnerAction::kReflect:
+        reflect(m, meta);
+        s.tx.add(rte_eth_tx_buffer(m->port, std::uint16_t(c.owner_index), c.tx_buffer[m->port], m));
+        break;
+    }
+  }
+  s.processed.add(n);
+}
+
+unsigned drain_inbound(LcoreContext& c, std::uint64_t now) {
+  rte_mbuf* pkts[kMaxBurst];
+  unsigned total = 0;
+  for (MbufRing* ring : c.in_rings) {
+    const unsigned n = ring->dequeue_burst(pkts, c.burst);
+    if (n == 0) continue;
+    run_connection_stage(c, pkts, n, now);
+    total += n;
+  }
+  c.owner_stats.dequeued.add(total);
+  return total;
+}
+
+// How many packets the owner's ring may take now. Park and shed-new stop at
+// the high watermark; drop fills the ring to the brim, as a plain ring would.
+inline unsigned handoff_budget(const LcoreContext& c, const MbufRing& ring, std::size_t occupancy) {
+  if (c.policy == BackpressurePolicy::kDrop) return unsigned(ring.capacity() - occupancy);
+  return occupancy >= c.high_watermark ? 0u : unsigned(c.high_watermark - occupancy);
+}
+
+void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf** pkts, unsigned n,
+              std::uint64_t now) {
+  MbufRing& ring = *c.out_rings[owner];
+  RingStats& rs = *c.out_ring_stats[owner];
+  const std::size_t occupancy = ring.size();
+  const unsigned budget = handoff_budget(c, ring, occupancy);
+  const unsigned took = ring.enqueue_burst(pkts, std::min(n, budget));
+  rs.occupancy_high_water.max_with(occupancy + took);
+  q.stats.enqueued.add(took);
+  if (took == n) return;
+  rs.full_events.add();
+  const unsigned rest = n - took;
+  switch (c.policy) {
+    case BackpressurePolicy::kDrop:
+      rte_pktmbuf_free_bulk(pkts + took, rest);
+      count_drop(q.stats.drops, DropReason::kRingFull, rest);
+      return;
+    case BackpressurePolicy::kPark:
+      if (!q.ticket.held()) q.stats.parks.add();
+      for (unsigned i = took; i < n; ++i) q.ticket.park(pkts[i], owner, now);
+      q.stats.parked_packets.add(rest);
+      return;
+    case BackpressurePolicy::kShedNew: {
+      unsigned parked = 0;
+      for (unsigned i = took; i < n; ++i) {
+        if (steer_meta(pkts[i])->flags & kSteerMetaOpensConnection) {
+          rte_pktmbuf_free(pkts[i]);
+          count_drop(q.stats.drops, DropReason::kShedNew);
+        } else {
+          if (!q.ticket.held()) q.stats.parks.add();
+          q.ticket.park(pkts[i], owner, now);
+          ++parked;
+        }
+      }
+      q.stats.parked_packets.add(parked);
+      return;
+    }
+  }
+}
+
+// Returns false while the queue must stay unpolled.
+bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigned& work) {
+  if (!q.ticket.held()) return true;
+  const std::uint64_t issued = q.ticket.issued_tsc();
+  if (now - issued > c.park_timeout_tsc) {
+    const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    count_drop(q.stats.drops, DropReason::kParkTimeout, n);
+    q.stats.parked_cycles.add(now - issued);
+    work += n;
+    return true;
+  }
+  // Hysteresis: parked packets go back only once the owner's ring is at or
+  // below its low watermark, so that a ring hovering at the high mark does
+  // not flip the queue between parked and polled on every iteration.
+  const unsigned released = q.ticket.release([&](std::uint16_t owner, rte_mbuf** pkts, unsigned n) {
+    MbufRing& ring = *c.out_rings[owner];
+    const std::size_t occupancy = ring.size();
+    if (occupancy > c.low_watermark) return 0u;
+    const unsigned took = ring.enqueue_burst(pkts, std::min(n, handoff_budget(c, ring, occupancy)));
+    c.out_ring_stats[owner]->occupancy_high_water.max_with(occupancy + took);
+    return took;
+  });
+  q.stats.enqueued.add(released);
+  work += released;
+  if (q.ticket.held()) return false;
+  q.stats.parked_cycles.add(now - issued);
+  return true;
+}
+
+unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now) {
+  unsigned work = 0;
+  if (!retry_ticket(c, q, now, work)) return work;
+
+  rte_mbuf* pkts[kMaxBurst];
+  const std::uint16_t n = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
+  if (n == 0) return work;
+  q.stats.rx.add(n);
+
+  std::uint16_t owner[kMaxBurst];
+  RxClass cls[kMaxBurst];
+  c.classifier->classify(pkts, n, owner, cls);
+
+  // Stable counting sort by owner: each owner's packets stay in arrival order.
+  const unsigned owners = unsigned(c.out_rings.size());
+  unsigned count[kMaxOwners + 1] = {};
+  unsigned kept = 0, not_quic = 0, malformed = 0, not_udp = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    switch (cls[i]) {
+      case RxClass::kMalformed: ++malformed; owner[i] = kNoOwner; rte_pktmbuf_free(pkts[i]); continue;
+      case RxClass::kNotUdp: ++not_udp; owner[i] = kNoOwner; rte_pktmbuf_free(pkts[i]); continue;
+      case RxClass::kNotQuic: ++not_quic; break;
+      case RxClass::kQuic: break;
+    }
+    ++count[owner[i] + 1];
+    ++kept;
+  }
+  if (malformed) count_drop(q.stats.drops, DropReason::kMalformed, malformed);
+  if (not_udp) count_drop(q.stats.drops, DropReason::kNotUdp, not_udp);
+  if (not_quic) q.stats.not_quic.add(not_quic);
+  if (kept == 0) return n;
+
+  unsigned start[kMaxOwners + 1];
+  start[0] = 0;
+  for (unsigned o = 0; o < owners; ++o) start[o + 1] = start[o] + count[o + 1];
+  rte_mbuf* sorted[kMaxBurst];
+  unsigned fill[kMaxOwners];
+  std::copy(start, start + owners, fill);
+  for (unsigned i = 0; i < n; ++i)
+    if (owner[i] != kNoOwner) sorted[fill[owner[i]]++] = pkts[i];
+
+  for (unsigned o = 0; o < owners; ++o) {
+    const unsigned k = count[o + 1];
+    if (k == 0) continue;
+    rte_mbuf** group = sorted + start[o];
+    if (int(o) == c.owner_index) {
+      q.stats.steered_self.add(k);
+      run_connection_stage(c, group, k, now);
+    } else {
+      q.stats.steered_other.add(k);
+      hand_off(c, q, std::uint16_t(o), group, k, now);
+    }
+  }
+  return n + work;
+}
+
+void flush_tx(LcoreContext& c) {
+  for (std::uint16_t port : c.tx_ports)
+    c.owner_stats.tx.add(rte_eth_tx_buffer_flush(port, std::uint16_t(c.owner_index), c.tx_buffer[port]));
+}
+
+}  // namespace
+
+int lcore_main(void* arg) {
+  LcoreContext& c = *static_cast<LcoreContext*>(arg);
+  const bool owner = c.owner_index >= 0;
+  std::uint64_t last_drain = rte_rdtsc();
+  unsigned idle = 0;
+  while (!c.stop->load(std::memory_order_relaxed)) {
+    const std::uint64_t now = rte_rdtsc();
+    unsigned work = 0;
+    if (owner) work += drain_inbound(c, now);
+    for (auto& q : c.rx) work += service_rx_queue(c, *q, now);
+
+    if (now - last_drain > c.tx_drain_tsc) {
+      last_drain = now;
+      if (owner) {
+        flush_tx(c);
+        // Housekeeping off the per-packet path: a slice of the shard per tick.
+        const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, 64);
+        if (expired) c.owner_stats.connections_expired.add(expired);
+        c.owner_stats.connections_live.set(c.connections->size());
+      }
+    }
+
+    if (work != 0) {
+      idle = 0;
+    } else if (c.idle_sleep_us != 0 && ++idle >= c.idle_polls_before_sleep) {
+      idle = 0;
+      if (owner) flush_tx(c);
+      rte_delay_us_sleep(c.idle_sleep_us);
+    } else {
+      rte_pause();
+    }
+  }
+  return 0;
+}
+
+void drain_after_stop(LcoreContext& c) {
+  for (auto& q : c.rx) {
+    const unsigned n = q->ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    count_drop(q->stats.drops, DropReason::kShutdown, n);
+  }
+  if (c.owner_index < 0) return;
+  flush_tx(c);
+  rte_mbuf* pkts[kMaxBurst];
+  for (MbufRing* ring : c.in_rings) {
+    while (unsigned n = ring->dequeue_burst(pkts, kMaxBurst)) {
+      rte_pktmbuf_free_bulk(pkts, n);
+      count_drop(c.owner_stats.drops, DropReason::kShutdown, n);
+    }
+  }
+}
+
+}  // namespace qs

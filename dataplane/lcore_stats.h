@@ -1,0 +1,50 @@
+// Per-lcore and per-RX-queue counters. Each block is written by one lcore
+// only and sits on its own cache lines; the reporter on the main lcore sums
+// them off the data path.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "dataplane/counter.h"
+#include "dataplane/drop_reason.h"
+#include "rings/cache_line.h"
+
+namespace qs {
+
+using DropCounters = std::array<Counter, kDropReasonCount>;
+
+// The receiving side, one per polled RX queue.
+struct alignas(kCacheLine) RxQueueStats {
+  Counter rx;             // packets taken from the queue
+  Counter steered_self;   // handled by this lcore's own connection stage
+  Counter steered_other;  // bound for another owner
+  Counter enqueued;       // handed over on a ring (directly or from the ticket)
+  Counter not_quic;       // UDP that is not QUIC (steered by 4-tuple hash)
+  Counter parks;          // tickets issued: times the queue stopped being polled
+  Counter parked_packets; // packets that went into a ticket
+  Counter parked_cycles;  // TSC cycles the queue spent unpolled behind a ticket
+  DropCounters drops;
+};
+
+// The owning side, one per lcore that owns connections.
+struct alignas(kCacheLine) OwnerStats {
+  Counter dequeued;             // taken from inbound rings
+  Counter processed;            // went through the connection stage (ring or self)
+  Counter connections;          // connection entries created
+  Counter connections_live;     // gauge: entries in the shard now
+  Counter connections_expired;  // idle entries removed
+  Counter connections_untracked;// packets whose connection found the shard full
+  Counter migrations;           // a known CID arrived from a new 4-tuple
+  Counter tx;                   // packets the TX queue accepted
+  Counter sunk;                 // packets consumed by the sink action
+  DropCounters drops;
+};
+
+// One per producer->owner ring: the producer records the deepest occupancy it saw.
+struct alignas(kCacheLine) RingStats {
+  Counter occupancy_high_water;
+  Counter full_events;  // hand-offs that found the ring at its high watermark
+};
+
+}  // namespace qs

@@ -1,0 +1,50 @@
+#include "dataplane/mbuf_classifier.h"
+
+#include <rte_mbuf.h>
+
+#include "dataplane/parking_ticket.h"  // kMaxBurst
+#include "dataplane/steer_meta.h"
+#include "steering/packet_classifier.h"
+
+namespace qs {
+
+struct MbufClassifier::Impl {
+  explicit Impl(const SteeringConfig& config) : classifier(config) {}
+  PacketClassifier classifier;
+};
+
+MbufClassifier::MbufClassifier(const SteeringConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+MbufClassifier::~MbufClassifier() = default;
+
+void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls) const {
+  const std::uint8_t* frames[kMaxBurst] = {};
+  std::uint16_t lens[kMaxBurst] = {};
+  Decision decisions[kMaxBurst];
+  // Headers live in the first segment; a multi-segment mbuf is classified by
+  // what that segment holds (a header cut there reads as malformed).
+  for (unsigned i = 0; i < n; ++i) {
+    frames[i] = rte_pktmbuf_mtod(pkts[i], const std::uint8_t*);
+    lens[i] = rte_pktmbuf_data_len(pkts[i]);
+  }
+  impl_->classifier.classify_burst(frames, lens, n, decisions);
+  for (unsigned i = 0; i < n; ++i) {
+    const ParsedPacket& p = decisions[i].packet;
+    owner[i] = decisions[i].resolution.owner_index;
+    switch (p.verdict) {
+      case Verdict::kQuic: cls[i] = RxClass::kQuic; break;
+      case Verdict::kNotQuic: cls[i] = RxClass::kNotQuic; break;
+      case Verdict::kNotUdp: cls[i] = RxClass::kNotUdp; break;
+      case Verdict::kMalformed: cls[i] = RxClass::kMalformed; break;
+    }
+    SteerMeta& meta = *steer_meta(pkts[i]);
+    meta.l3_offset = p.l3_offset;
+    meta.l4_offset = p.l4_offset;
+    meta.dcid_offset = p.dcid_offset;
+    meta.dcid_len = p.dcid_len;
+    meta.flags = std::uint8_t((p.ip_version == 6 ? kSteerMetaIpv6 : 0) |
+                              (p.verdict == Verdict::kQuic && p.dcid_len > 0 ? kSteerMetaQuic : 0) |
+                              (p.opens_connection ? kSteerMetaOpensConnection : 0));
+  }
+}
+
+}  // namespace qs

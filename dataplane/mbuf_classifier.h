@@ -1,0 +1,33 @@
+// MbufClassifier: steering/ over a burst of mbufs. For each packet it decides
+// the class (QUIC, other UDP, not UDP, malformed) and the owner index, and
+// leaves a SteerMeta in the mbuf for the owner's connection stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "steering/owner_resolver.h"  // kNoOwner
+#include "steering/steering_config.h"
+
+struct rte_mbuf;
+
+namespace qs {
+
+inline constexpr unsigned kMaxOwners = 64;
+
+enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed };
+
+class MbufClassifier {
+ public:
+  // Throws std::invalid_argument on a configuration steering/ rejects.
+  explicit MbufClassifier(const SteeringConfig& config);
+  ~MbufClassifier();
+
+  void classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qs

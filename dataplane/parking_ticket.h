@@ -1,0 +1,91 @@
+// ParkingTicket: the packets of one RX burst that could not be handed over.
+//
+// One ticket per RX queue, preallocated. While a ticket is held its queue is
+// not polled, so the NIC's RX descriptors fill up behind it: that is the
+// back-pressure (imissed, or PAUSE frames with 802.3x on). Because the queue
+// is not polled, nothing from it can overtake the parked packets, and one
+// burst is the structural bound on the work an lcore holds back.
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <cstdint>
+
+namespace qs {
+
+inline constexpr unsigned kMaxBurst = 64;
+
+template <class Packet>
+class ParkingTicket {
+ public:
+  bool held() const { return count_ != 0; }
+  unsigned count() const { return count_; }
+  std::uint64_t issued_tsc() const { return issued_tsc_; }
+
+  void park(Packet p, std::uint16_t owner, std::uint64_t now_tsc) {
+    assert(count_ < kMaxBurst);
+    if (count_ == 0) issued_tsc_ = now_tsc;
+    packets_[count_] = p;
+    owners_[count_] = owner;
+    ++count_;
+  }
+
+  // Offers the parked packets to their owners, owner by owner and in arrival
+  // order: offer(owner, packets, n) returns how many of them (a prefix) the
+  // owner took. What is not taken stays parked, still in order. Returns the
+  // number of packets released.
+  template <class Offer>
+  unsigned release(Offer&& offer) {
+    std::array<Packet, kMaxBurst> group;
+    std::array<bool, kMaxBurst> taken{};
+    unsigned released = 0;
+    for (unsigned first = 0; first < count_; ++first) {
+      if (taken[first]) continue;
+      const std::uint16_t owner = owners_[first];
+      bool seen_before = false;  // this owner's group was already offered
+      for (unsigned j = 0; j < first && !seen_before; ++j) seen_before = owners_[j] == owner;
+      if (seen_before) continue;
+      std::array<std::uint8_t, kMaxBurst> index;
+      unsigned n = 0;
+      for (unsigned j = first; j < count_; ++j) {
+        if (owners_[j] == owner) {
+          index[n] = std::uint8_t(j);
+          group[n++] = packets_[j];
+        }
+      }
+      const unsigned took = offer(owner, group.data(), n);
+      for (unsigned k = 0; k < took; ++k) taken[index[k]] = true;
+      released += took;
+    }
+    if (released != 0) compact(taken);
+    return released;
+  }
+
+  // Empties the ticket in arrival order (timeout, shutdown).
+  template <class Sink>
+  unsigned drain(Sink&& sink) {
+    const unsigned n = count_;
+    for (unsigned i = 0; i < n; ++i) sink(packets_[i], owners_[i]);
+    count_ = 0;
+    return n;
+  }
+
+ private:
+  void compact(const std::array<bool, kMaxBurst>& taken) {
+    unsigned out = 0;
+    for (unsigned i = 0; i < count_; ++i) {
+      if (taken[i]) continue;
+      packets_[out] = packets_[i];
+      owners_[out] = owners_[i];
+      ++out;
+    }
+    count_ = std::uint16_t(out);
+  }
+
+  std::array<Packet, kMaxBurst> packets_{};
+  std::array<std::uint16_t, kMaxBurst> owners_{};
+  std::uint16_t count_ = 0;
+  std::uint64_t issued_tsc_ = 0;
+};
+
+}  // namespace qs

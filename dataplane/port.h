@@ -1,0 +1,32 @@
+// Ports as the profile describes them: found or hot-plugged, configured,
+// started, and stopped again. Control path only; errors are exceptions whose
+// message names the profile's port and what the driver said.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dataplane/profile.h"
+
+struct rte_mempool;
+
+namespace qs {
+
+class PortError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The DPDK port id for cfg.device. A vdev that does not exist yet is probed
+// from its devargs; a PCI device must have been probed by EAL.
+std::uint16_t find_or_probe_port(const PortConfig& cfg);
+
+// Configures queues, descriptors, RSS, MTU, flow control and per-queue drop
+// on port_id and starts it. Prints one line per port saying what is in force
+// (RSS hash types, flow control accepted or not, the back-pressure mode).
+void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool);
+
+// Stops and closes the port; a vdev that was hot-plugged is removed too.
+void stop_and_close_port(std::uint16_t port_id);
+
+}  // namespace qs

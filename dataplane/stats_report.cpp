@@ -1,0 +1,209 @@
+// Snapshots as a person reads them (live table, summary) and as a program
+// reads them (JSON). Control path only.
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "dataplane/stats_snapshot.h"
+
+namespace qs {
+
+void ReceiveTotals::add(const ReceiveTotals& o) {
+  rx += o.rx;
+  steered_self += o.steered_self;
+  steered_other += o.steered_other;
+  enqueued += o.enqueued;
+  not_quic += o.not_quic;
+  parks += o.parks;
+  parked_packets += o.parked_packets;
+  parked_us += o.parked_us;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
+}
+
+void OwnerTotals::add(const OwnerTotals& o) {
+  dequeued += o.dequeued;
+  processed += o.processed;
+  connections += o.connections;
+  connections_live += o.connections_live;
+  connections_expired += o.connections_expired;
+  connections_untracked += o.connections_untracked;
+  migrations += o.migrations;
+  tx += o.tx;
+  sunk += o.sunk;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
+}
+
+std::uint64_t StatsSnapshot::drops_sum() const {
+  std::uint64_t n = 0;
+  for (auto d : drops_total) n += d;
+  return n;
+}
+
+namespace {
+
+double mpps(std::uint64_t now, std::uint64_t before, double seconds) {
+  return seconds > 0 ? double(now - before) / seconds / 1e6 : 0.0;
+}
+
+std::string drops_text(const DropArray& d) {
+  std::string out;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) {
+    if (d[i] == 0) continue;
+    if (!out.empty()) out += ' ';
+    out += std::string(drop_reason_name(DropReason(i))) + "=" + std::to_string(d[i]);
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev) {
+  const double dt = now.elapsed_s - prev.elapsed_s;
+  std::uint64_t processed_delta = 0;
+  for (std::size_t i = 0; i < now.lcores.size(); ++i)
+    processed_delta += now.lcores[i].owner.processed - (i < prev.lcores.size() ? prev.lcores[i].owner.processed : 0);
+  std::fprintf(out, "\n%7.1fs  lcore owner  rx Mpps  tx Mpps  share  conns   migr  parks  parked  drops\n",
+               now.elapsed_s);
+  for (std::size_t i = 0; i < now.lcores.size(); ++i) {
+    const LcoreSnapshot& l = now.lcores[i];
+    const LcoreSnapshot p = i < prev.lcores.size() ? prev.lcores[i] : LcoreSnapshot{};
+    const std::uint64_t processed = l.owner.processed - p.owner.processed;
+    DropArray d = l.rx.drops;
+    for (std::size_t r = 0; r < kDropReasonCount; ++r) d[r] += l.owner.drops[r];
+    bool parked_now = false;
+    for (const auto& q : now.queues) parked_now |= q.lcore == l.lcore && q.parked_now;
+    char owner[16];
+    if (l.owner_index >= 0) std::snprintf(owner, sizeof owner, "%d", l.owner_index);
+    else std::snprintf(owner, sizeof owner, "-");
+    std::fprintf(out, "          %5u %5s  %7.3f  %7.3f  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
+                      "  %-6s  %s\n",
+                 l.lcore, owner, mpps(l.rx.rx, p.rx.rx, dt), mpps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt),
+                 processed_delta ? 100.0 * double(processed) / double(processed_delta) : 0.0,
+                 l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
+                 drops_text(d).c_str());
+  }
+  for (std::size_t i = 0; i < now.ports.size(); ++i) {
+    const PortSnapshot& p = now.ports[i];
+    const PortSnapshot q = i < prev.ports.size() ? prev.ports[i] : PortSnapshot{};
+    std::fprintf(out, "          port %-8s rx %7.3f Mpps  tx %7.3f Mpps  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
+                 p.name.c_str(), mpps(p.ipackets, q.ipackets, dt), mpps(p.opackets, q.opackets, dt), p.imissed,
+                 p.rx_nombuf);
+  }
+  std::fflush(out);
+}
+
+void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) {
+  const double t = s.elapsed_s > 0 ? s.elapsed_s : 1;
+  std::uint64_t busiest_migrations = 0;
+  unsigned busiest = 0;
+  for (const auto& l : s.lcores)
+    if (l.owner.migrations > busiest_migrations) busiest_migrations = l.owner.migrations, busiest = l.lcore;
+  std::fprintf(out, "\n== quicsteer summary (%.1f s)\n", s.elapsed_s);
+  std::fprintf(out, "  received      %" PRIu64 " packets, %.3f Mpps\n", s.rx_total.rx, double(s.rx_total.rx) / t / 1e6);
+  std::fprintf(out, "  processed     %" PRIu64 " packets by owners (%" PRIu64 " handed over on rings, %" PRIu64 " run locally)\n",
+               s.owner_total.processed, s.rx_total.enqueued, s.rx_total.steered_self);
+  std::fprintf(out, "  transmitted   %" PRIu64 "   sunk %" PRIu64 "\n", s.owner_total.tx, s.owner_total.sunk);
+  std::fprintf(out, "  connections   %" PRIu64 " seen, %" PRIu64 " migrations followed (most on lcore %u: %" PRIu64 ")\n",
+               s.owner_total.connections, s.owner_total.migrations, busiest, busiest_migrations);
+  for (const auto& l : s.lcores)
+    if (l.owner_index >= 0)
+      std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections, %" PRIu64 " migrations\n",
+                   l.lcore, l.owner.processed, l.owner.connections, l.owner.migrations);
+  std::fprintf(out, "  back-pressure %" PRIu64 " parks, %" PRIu64 " packets parked, %.1f ms parked in total\n",
+               s.rx_total.parks, s.rx_total.parked_packets, double(s.rx_total.parked_us) / 1000.0);
+  std::fprintf(out, "  drops         %s\n", drops_text(s.drops_total).c_str());
+  for (const auto& p : s.ports)
+    std::fprintf(out, "  port %-8s  ipackets %" PRIu64 "  opackets %" PRIu64 "  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
+                 p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.rx_nombuf);
+  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned)\n", leaked == 0 ? "ok" : "LEAK", leaked);
+  std::fflush(out);
+}
+
+namespace {
+
+std::string quote(const std::string& v) {
+  std::string o = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o + "\"";
+}
+
+void drops_json(std::ostringstream& o, const DropArray& d) {
+  o << "{";
+  for (std::size_t i = 0; i < kDropReasonCount; ++i)
+    o << (i ? ", " : "") << quote(std::string(drop_reason_name(DropReason(i)))) << ": " << d[i];
+  o << "}";
+}
+
+void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
+  o << "\"rx\": " << r.rx << ", \"steered_self\": " << r.steered_self << ", \"steered_other\": " << r.steered_other
+    << ", \"enqueued\": " << r.enqueued << ", \"not_quic\": " << r.not_quic << ", \"parks\": " << r.parks
+    << ", \"parked_packets\": " << r.parked_packets << ", \"parked_us\": " << r.parked_us << ", \"drops\": ";
+  drops_json(o, r.drops);
+}
+
+void owner_json(std::ostringstream& o, const OwnerTotals& w) {
+  o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
+    << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
+    << ", \"connections_untracked\": " << w.connections_untracked << ", \"migrations\": " << w.migrations
+    << ", \"tx\": " << w.tx << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
+  drops_json(o, w.drops);
+}
+
+}  // namespace
+
+std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, std::int64_t leaked,
+                       std::uint64_t mbufs_total) {
+  std::ostringstream o;
+  o << "{\n  \"profile\": " << quote(profile_path) << ",\n  \"elapsed_s\": " << s.elapsed_s << ",\n";
+  o << "  \"total\": {";
+  receive_json(o, s.rx_total);
+  o << ", ";
+  owner_json(o, s.owner_total);
+  o << ", \"drops_total\": ";
+  drops_json(o, s.drops_total);
+  o << ", \"drops_sum\": " << s.drops_sum() << "},\n  \"lcores\": [";
+  for (std::size_t i = 0; i < s.lcores.size(); ++i) {
+    const auto& l = s.lcores[i];
+    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index << ", ";
+    receive_json(o, l.rx);
+    o << ", ";
+    owner_json(o, l.owner);
+    o << "}";
+  }
+  o << "\n  ],\n  \"queues\": [";
+  for (std::size_t i = 0; i < s.queues.size(); ++i) {
+    const auto& q = s.queues[i];
+    o << (i ? "," : "") << "\n    {\"port\": " << quote(q.port) << ", \"queue\": " << q.queue << ", \"lcore\": " << q.lcore
+      << ", ";
+    receive_json(o, q.rx);
+    o << "}";
+  }
+  o << "\n  ],\n  \"rings\": [";
+  for (std::size_t i = 0; i < s.rings.size(); ++i) {
+    const auto& r = s.rings[i];
+    o << (i ? "," : "") << "\n    {\"from_lcore\": " << r.from_lcore << ", \"to_lcore\": " << r.to_lcore
+      << ", \"capacity\": " << r.capacity << ", \"occupancy\": " << r.occupancy << ", \"high_water\": " << r.high_water
+      << ", \"full_events\": " << r.full_events << "}";
+  }
+  o << "\n  ],\n  \"ports\": [";
+  for (std::size_t i = 0; i < s.ports.size(); ++i) {
+    const auto& p = s.ports[i];
+    o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id
+      << ", \"ipackets\": " << p.ipackets << ", \"opackets\": " << p.opackets << ", \"ibytes\": " << p.ibytes
+      << ", \"obytes\": " << p.obytes << ", \"imissed\": " << p.imissed << ", \"ierrors\": " << p.ierrors
+      << ", \"oerrors\": " << p.oerrors << ", \"rx_nombuf\": " << p.rx_nombuf << ", \"pause_xstats\": {";
+    for (std::size_t k = 0; k < p.pause_xstats.size(); ++k)
+      o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
+    o << "}}";
+  }
+  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"leaked\": " << leaked
+    << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
+  return o.str();
+}
+
+}  // namespace qs

@@ -1,0 +1,82 @@
+// A consistent-enough copy of every counter, taken on the main lcore while
+// the data path runs (or after it stopped). The live table, the JSON summary
+// and the tests read snapshots, never the lcores' counters directly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataplane/drop_reason.h"
+
+namespace qs {
+
+using DropArray = std::array<std::uint64_t, kDropReasonCount>;
+
+struct ReceiveTotals {
+  std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
+  std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
+  DropArray drops{};
+  void add(const ReceiveTotals& o);
+};
+
+struct OwnerTotals {
+  std::uint64_t dequeued = 0, processed = 0, connections = 0, connections_live = 0,
+                connections_expired = 0, connections_untracked = 0, migrations = 0, tx = 0, sunk = 0;
+  DropArray drops{};
+  void add(const OwnerTotals& o);
+};
+
+struct QueueSnapshot {
+  std::string port;
+  std::uint16_t queue = 0;
+  unsigned lcore = 0;
+  bool parked_now = false;
+  ReceiveTotals rx;
+};
+
+struct LcoreSnapshot {
+  unsigned lcore = 0;
+  int owner_index = -1;
+  ReceiveTotals rx;   // sum over its queues
+  OwnerTotals owner;  // zero unless an owner
+};
+
+struct RingSnapshot {
+  unsigned from_lcore = 0, to_lcore = 0;
+  std::uint64_t capacity = 0, occupancy = 0, high_water = 0, full_events = 0;
+};
+
+struct PortSnapshot {
+  std::string name;
+  std::uint16_t port_id = 0;
+  std::uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0, imissed = 0, ierrors = 0,
+                oerrors = 0, rx_nombuf = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
+};
+
+struct StatsSnapshot {
+  double elapsed_s = 0;
+  std::vector<QueueSnapshot> queues;
+  std::vector<LcoreSnapshot> lcores;
+  std::vector<RingSnapshot> rings;
+  std::vector<PortSnapshot> ports;
+  ReceiveTotals rx_total;
+  OwnerTotals owner_total;
+  DropArray drops_total{};  // receive-side and owner-side together
+  std::uint64_t drops_sum() const;
+};
+
+// One table of rates since `prev` (per lcore and per port), for the live view.
+void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev);
+// The end-of-run summary for a person.
+void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t mbufs_leaked);
+// Every counter, per lcore, per queue, per ring, per port and in total, plus
+// the leak check; the schema is in the README.
+std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, std::int64_t mbufs_leaked,
+                       std::uint64_t mbufs_total);
+
+}  // namespace qs

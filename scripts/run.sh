@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/run.sh [PROFILE] [-- extra quicsteer args]
+# Installs what is missing, builds if needed, makes the traffic capture the
+# profile replays (results/*.pcap, from build/quicgen) and runs quicsteer on
+# the profile, configs/demo.yaml by default. EAL arguments come from the
+# profile; on a machine without hugepages a virtual-device profile runs with
+# --no-huge.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile=configs/demo.yaml
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then profile=$1; shift; fi
+[ $# -gt 0 ] && [ "$1" = "--" ] && shift
+[ -f "$profile" ] || { echo "run.sh: no such profile: $profile" >&2; exit 2; }
+
+bash scripts/setup.sh
+if [ ! -f build/build.ninja ]; then
+  meson setup build >/dev/null
+fi
+ninja -C build quicsteer quicgen >/dev/null
+
+# Every capture under results/ that the profile replays is generated from the
+# profile itself (its QUIC port and QUIC-LB config), once.
+mkdir -p results
+for pcap in $(grep -o 'rx_pcap=results/[^,"]*' "$profile" | cut -d= -f2 | sort -u); do
+  if [ ! -s "$pcap" ]; then
+    echo "run.sh: generating $pcap with build/quicgen"
+    build/quicgen --profile "$profile" --out "$pcap"
+  fi
+done
+
+exec build/quicsteer -- --profile "$profile" "$@"

@@ -1,0 +1,96 @@
+// ConnectionTable: one owner's shard. Insert, find, fill to the limit,
+// expire, and deletion that keeps every remaining entry reachable.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "dataplane/connection_table.h"
+
+namespace qs {
+namespace {
+
+std::vector<std::uint8_t> cid_of(std::uint32_t i, unsigned len = 8) {
+  std::vector<std::uint8_t> c(len, 0);
+  for (unsigned k = 0; k < len && k < 4; ++k) c[k] = std::uint8_t(i >> (8 * k));
+  return c;
+}
+
+TEST(ConnectionTable, InsertsOnceAndFindsAgain) {
+  ConnectionTable t(100);
+  const auto c = cid_of(42);
+  const std::uint32_t h = ConnectionTable::hash_cid(c.data(), 8, 1);
+  bool created = false;
+  Connection* a = t.find_or_insert(h, c.data(), 8, 10, created);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(created);
+  Connection* b = t.find_or_insert(h, c.data(), 8, 20, created);
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(a->first_seen_tsc, 10u);
+  // Same octets, different length: a different CID.
+  EXPECT_EQ(t.find(ConnectionTable::hash_cid(c.data(), 7, 1), c.data(), 7), nullptr);
+}
+
+TEST(ConnectionTable, RefusesPastItsLimitAndOverlongCids) {
+  ConnectionTable t(10);
+  bool created;
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    const auto c = cid_of(i);
+    ASSERT_NE(t.find_or_insert(ConnectionTable::hash_cid(c.data(), 8, 3), c.data(), 8, 0, created), nullptr);
+  }
+  const auto extra = cid_of(99);
+  EXPECT_EQ(t.find_or_insert(ConnectionTable::hash_cid(extra.data(), 8, 3), extra.data(), 8, 0, created), nullptr);
+  const std::vector<std::uint8_t> longer(21, 1);
+  EXPECT_EQ(t.find_or_insert(5, longer.data(), 21, 0, created), nullptr);
+  EXPECT_EQ(t.size(), 10u);
+}
+
+// Every colliding entry stays findable while others around it expire: the
+// backward-shift deletion must move run members into the holes correctly,
+// including across the end of the table.
+TEST(ConnectionTable, ExpiryKeepsSurvivorsReachable) {
+  ConnectionTable t(512);
+  std::mt19937 rng(5);
+  std::vector<std::vector<std::uint8_t>> cids;
+  std::vector<std::uint32_t> hashes;
+  bool created;
+  for (std::uint32_t i = 0; i < 512; ++i) {
+    cids.push_back(cid_of(i, 12));
+    // Few distinct hashes force long probe runs, some wrapping around.
+    const std::uint32_t h = (t.slot_count() - 3 + rng() % 8) % t.slot_count();
+    hashes.push_back(h);
+    Connection* c = t.find_or_insert(h, cids[i].data(), 12, /*now=*/i % 2 ? 1000 : 0, created);
+    ASSERT_NE(c, nullptr);
+  }
+  // At now=1500 with idle 1000, the entries last seen at 0 expire.
+  unsigned removed = 0;
+  for (int pass = 0; pass < 4; ++pass) removed += t.expire(1500, 1000, t.slot_count());
+  EXPECT_EQ(removed, 256u);
+  EXPECT_EQ(t.size(), 256u);
+  for (std::uint32_t i = 0; i < 512; ++i) {
+    Connection* c = t.find(hashes[i], cids[i].data(), 12);
+    if (i % 2) {
+      ASSERT_NE(c, nullptr) << "entry " << i << " lost";
+    } else {
+      EXPECT_EQ(c, nullptr) << "entry " << i << " should have expired";
+    }
+  }
+}
+
+TEST(ConnectionTable, HashIsKeyedAndSpreads) {
+  const auto c = cid_of(7, 20);
+  EXPECT_NE(ConnectionTable::hash_cid(c.data(), 20, 1), ConnectionTable::hash_cid(c.data(), 20, 2));
+  std::set<std::uint32_t> buckets;
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    const auto k = cid_of(i, 8);
+    buckets.insert(ConnectionTable::hash_cid(k.data(), 8, 9) & 1023);
+  }
+  EXPECT_GT(buckets.size(), 950u);  // 4096 keys over 1024 buckets leave ~18 empty
+}
+
+}  // namespace
+}  // namespace qs

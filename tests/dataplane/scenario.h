@@ -1,0 +1,220 @@
+// Integration-test harness: a quicsteer Dataplane on a port made of rte_rings.
+//
+// RingPort's RX rings stand for the NIC's RX descriptor rings: nobody but the
+// data path drains them, so when quicsteer stops polling a queue its ring
+// fills and the sender sees it (rte_ring_enqueue fails), exactly as a NIC
+// runs out of descriptors. The TX rings, one per owner (an owner transmits on
+// TX queue = its owner index), are large and drained by the test, so what
+// each owner sent can be checked packet by packet.
+//
+// Scenario::send() plays a lossless sender: on a full RX ring it waits and
+// retries, which is what a sender honouring PAUSE frames does. Every frame
+// gets a sequence number in an mbuf dynamic field so its way out can be told.
+#pragma once
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_ring.h>
+#include <rte_eth_ring.h>
+#include <rte_errno.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/dataplane.h"
+#include "dataplane/profile.h"
+
+namespace qs::test {
+
+inline int test_seq_offset() {
+  static const int offset = [] {
+    static const rte_mbuf_dynfield desc = {"quicsteer_test_seq", sizeof(std::uint64_t), alignof(std::uint64_t), 0};
+    const int o = rte_mbuf_dynfield_register(&desc);
+    if (o < 0) throw std::runtime_error("cannot register the test sequence field");
+    return o;
+  }();
+  return offset;
+}
+inline std::uint64_t& test_seq(rte_mbuf* m) { return *RTE_MBUF_DYNFIELD(m, test_seq_offset(), std::uint64_t*); }
+
+class RingPort {
+ public:
+  RingPort(unsigned rx_queues, unsigned rx_ring_size, unsigned tx_queues, unsigned tx_ring_size) {
+    static std::atomic<unsigned> next{0};
+    name_ = "t";
+    name_ += std::to_string(next.fetch_add(1));
+    for (unsigned q = 0; q < rx_queues; ++q) rx_.push_back(make_ring("rx", q, rx_ring_size));
+    for (unsigned q = 0; q < tx_queues; ++q) tx_.push_back(make_ring("tx", q, tx_ring_size));
+    if (rte_eth_from_rings(name_.c_str(), rx_.data(), rx_queues, tx_.data(), tx_queues, 0) < 0)
+      throw std::runtime_error(std::string("rte_eth_from_rings: ") + rte_strerror(rte_errno));
+  }
+  ~RingPort() {
+    for (auto* r : rx_) free_ring(r);
+    for (auto* r : tx_) free_ring(r);
+  }
+  RingPort(const RingPort&) = delete;
+  RingPort& operator=(const RingPort&) = delete;
+
+  std::string device() const { return "net_ring_" + name_; }
+  rte_ring* rx(unsigned q) const { return rx_.at(q); }
+  rte_ring* tx(unsigned q) const { return tx_.at(q); }
+  unsigned tx_count() const { return unsigned(tx_.size()); }
+
+ private:
+  rte_ring* make_ring(const char* dir, unsigned q, unsigned size) {
+    std::string n = name_;
+    n += dir;
+    n += std::to_string(q);
+    rte_ring* r = rte_ring_create(n.c_str(), size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+    if (r == nullptr) throw std::runtime_error("rte_ring_create " + n + ": " + rte_strerror(rte_errno));
+    return r;
+  }
+  static void free_ring(rte_ring* r) {
+    void* m;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
+  std::string name_;
+  std::vector<rte_ring*> rx_, tx_;
+};
+
+struct DeliveredPacket {
+  std::uint64_t seq;
+  unsigned tx_queue;  // = owner index
+};
+
+struct ScenarioResult {
+  std::uint64_t sent = 0;                 // frames the RX rings accepted
+  std::uint64_t sender_saw_full = 0;      // times an RX ring refused a frame
+  std::vector<DeliveredPacket> delivered; // in the order each owner sent them
+  StatsSnapshot stats;                    // after stop
+  std::int64_t mbufs_leaked = -1;
+  bool stalled = false;                   // no progress for the stall limit
+  std::uint64_t never_received = 0;       // left in RX rings when the run ended
+};
+
+// A test profile with {DEVICE} filled in; for tests that only need its
+// steering section (no device is touched).
+inline Profile parse_test_profile(std::string yaml, const std::string& device = "net_ring_unused") {
+  const auto at = yaml.find("{DEVICE}");
+  if (at != std::string::npos) yaml.replace(at, 8, device);
+  return parse_profile(yaml, "test-profile");
+}
+
+class Scenario {
+ public:
+  // `profile_yaml` may use {DEVICE} for the ring port's device name.
+  Scenario(const std::string& profile_yaml, RingPort& port)
+      : port_(port), profile_(parse_test_profile(profile_yaml, port.device())) {
+    dp_ = std::make_unique<Dataplane>(profile_);
+  }
+
+  Dataplane& dataplane() { return *dp_; }
+
+  // Sends frames[i] to RX queue queue_of[i], in order, waiting on full rings;
+  // then waits until every frame sent was delivered or counted as dropped.
+  // `stop_early` (optional) ends the run as soon as it returns true, without
+  // waiting: the clean-stop test stops under load that way. A stall (no
+  // frame moved for stall_limit) ends the run with result.stalled: a hang
+  // detector, not a performance bound.
+  ScenarioResult run(const std::vector<const std::vector<std::uint8_t>*>& frames,
+                     const std::vector<unsigned>& queue_of,
+                     const std::function<bool(const ScenarioResult&)>& stop_early = {},
+                     std::chrono::seconds stall_limit = std::chrono::seconds(60)) {
+    ScenarioResult r;
+    dp_->launch();
+    auto last_progress = std::chrono::steady_clock::now();
+    auto progressed = [&] { last_progress = std::chrono::steady_clock::now(); };
+    auto stalled = [&] { return std::chrono::steady_clock::now() - last_progress > stall_limit; };
+    bool early = false;
+    for (std::size_t i = 0; i < frames.size() && !early; ++i) {
+      rte_mbuf* m = nullptr;
+      while (m == nullptr) {
+        m = rte_pktmbuf_alloc(dp_->pool());
+        if (m == nullptr) {
+          if (collect(r)) progressed();
+          if (stalled()) return finish(r, true);
+          std::this_thread::yield();
+        }
+      }
+      const auto& f = *frames[i];
+      char* data = rte_pktmbuf_append(m, std::uint16_t(f.size()));
+      if (data == nullptr) throw std::runtime_error("frame larger than the mbuf");
+      std::memcpy(data, f.data(), f.size());
+      test_seq(m) = i;
+      rte_ring* rx = port_.rx(queue_of[i]);
+      while (rte_ring_enqueue(rx, m) != 0) {
+        ++r.sender_saw_full;
+        if (collect(r)) progressed();
+        if (stalled()) {
+          rte_pktmbuf_free(m);
+          return finish(r, true);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      ++r.sent;
+      progressed();
+      if ((i & 63) == 0 && collect(r)) progressed();
+      if (stop_early && stop_early(r)) early = true;
+    }
+    while (!early) {
+      if (collect(r)) progressed();
+      const StatsSnapshot s = dp_->snapshot();
+      if (r.delivered.size() + s.drops_sum() >= r.sent) break;
+      if (stalled()) return finish(r, true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return finish(r, false);
+  }
+
+ private:
+  bool collect(ScenarioResult& r) {
+    bool any = false;
+    void* burst[64];
+    for (unsigned q = 0; q < port_.tx_count(); ++q) {
+      unsigned n;
+      while ((n = rte_ring_dequeue_burst(port_.tx(q), burst, 64, nullptr)) != 0) {
+        any = true;
+        for (unsigned k = 0; k < n; ++k) {
+          auto* m = static_cast<rte_mbuf*>(burst[k]);
+          r.delivered.push_back({test_seq(m), q});
+          rte_pktmbuf_free(m);
+        }
+      }
+    }
+    return any;
+  }
+
+  ScenarioResult& finish(ScenarioResult& r, bool stalled) {
+    r.stalled = stalled;
+    dp_->stop();
+    collect(r);
+    // Frames still in an RX ring were never taken by the data path: they are
+    // the sender's, not quicsteer's, so they go back before the leak check.
+    for (unsigned q = 0; q < profile_.ports[0].rx_queues; ++q) {
+      void* m;
+      while (rte_ring_dequeue(port_.rx(q), &m) == 0) {
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+        ++r.never_received;
+      }
+    }
+    r.stats = dp_->snapshot();
+    r.mbufs_leaked = dp_->close_ports_and_count_leaks();
+    return r;
+  }
+
+  RingPort& port_;
+  Profile profile_;
+  std::unique_ptr<Dataplane> dp_;
+};
+
+}  // namespace qs::test
