@@ -218,10 +218,14 @@ StatsSnapshot Dataplane::snapshot() const {
   const std::uint64_t end = running_ || stop_tsc_ == 0 ? rte_rdtsc() : stop_tsc_;
   s.elapsed_s = start_tsc_ == 0 ? 0 : double(end - start_tsc_) / double(rte_get_tsc_hz());
   const double tsc_per_us = double(rte_get_tsc_hz()) / 1e6;
+  s.tsc_hz = rte_get_tsc_hz();
   for (const auto& c : lcores_) {
     LcoreSnapshot l;
     l.lcore = c->lcore_id;
     l.owner_index = c->owner_index;
+    l.busy_cycles = c->loop_stats.busy_cycles.get();
+    l.idle_sleeps = c->loop_stats.idle_sleeps.get();
+    s.busy_cycles_total += l.busy_cycles;
     for (const auto& q : c->rx) {
       QueueSnapshot qs;
       qs.port = profile_.ports[q->profile_port].name;

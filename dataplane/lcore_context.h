@@ -50,6 +50,7 @@ struct LcoreContext {
   std::vector<std::uint16_t> tx_ports;   // the port ids that have a buffer
   std::uint16_t forward_port = 0;
   OwnerStats owner_stats;
+  LoopStats loop_stats;
 
   // Settings, in TSC cycles where they are times.
   unsigned burst = 32;

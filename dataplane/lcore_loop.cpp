@@ -278,9 +278,14 @@ int lcore_main(void* arg) {
   LcoreContext& c = *static_cast<LcoreContext*>(arg);
   const bool owner = c.owner_index >= 0;
   std::uint64_t last_drain = rte_rdtsc();
+  std::uint64_t prev_now = last_drain;
+  bool prev_busy = false;
   unsigned idle = 0;
   while (!c.stop->load(std::memory_order_relaxed)) {
     const std::uint64_t now = rte_rdtsc();
+    // The previous iteration's length, charged if it did work: no extra rdtsc.
+    if (prev_busy) c.loop_stats.busy_cycles.add(now - prev_now);
+    prev_now = now;
     unsigned work = 0;
     if (owner) work += drain_inbound(c, now);
     for (auto& q : c.rx) work += service_rx_queue(c, *q, now);
@@ -296,11 +301,13 @@ int lcore_main(void* arg) {
       }
     }
 
+    prev_busy = work != 0;
     if (work != 0) {
       idle = 0;
     } else if (c.idle_sleep_us != 0 && ++idle >= c.idle_polls_before_sleep) {
       idle = 0;
       if (owner) flush_tx(c);
+      c.loop_stats.idle_sleeps.add();
       rte_delay_us_sleep(c.idle_sleep_us);
     } else {
       rte_pause();

@@ -41,6 +41,12 @@ struct alignas(kCacheLine) OwnerStats {
   DropCounters drops;
 };
 
+// The loop itself, one per lcore: where its cycles went.
+struct alignas(kCacheLine) LoopStats {
+  Counter busy_cycles;  // TSC cycles of iterations that moved at least one packet
+  Counter idle_sleeps;  // times the idle back-off slept
+};
+
 // One per producer->owner ring: the producer records the deepest occupancy it saw.
 struct alignas(kCacheLine) RingStats {
   Counter occupancy_high_water;

@@ -63,7 +63,7 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
   std::uint64_t processed_delta = 0;
   for (std::size_t i = 0; i < now.lcores.size(); ++i)
     processed_delta += now.lcores[i].owner.processed - (i < prev.lcores.size() ? prev.lcores[i].owner.processed : 0);
-  std::fprintf(out, "\n%7.1fs  lcore owner  rx Mpps  tx Mpps  share  conns   migr  parks  parked  drops\n",
+  std::fprintf(out, "\n%7.1fs  lcore owner  busy  rx Mpps  tx Mpps  share  conns   migr  parks  parked  drops\n",
                now.elapsed_s);
   for (std::size_t i = 0; i < now.lcores.size(); ++i) {
     const LcoreSnapshot& l = now.lcores[i];
@@ -76,9 +76,10 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
     char owner[16];
     if (l.owner_index >= 0) std::snprintf(owner, sizeof owner, "%d", l.owner_index);
     else std::snprintf(owner, sizeof owner, "-");
-    std::fprintf(out, "          %5u %5s  %7.3f  %7.3f  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
+    const double busy = dt > 0 && now.tsc_hz ? 100.0 * double(l.busy_cycles - p.busy_cycles) / (dt * double(now.tsc_hz)) : 0.0;
+    std::fprintf(out, "          %5u %5s  %3.0f%%  %7.3f  %7.3f  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
                       "  %-6s  %s\n",
-                 l.lcore, owner, mpps(l.rx.rx, p.rx.rx, dt), mpps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt),
+                 l.lcore, owner, busy, mpps(l.rx.rx, p.rx.rx, dt), mpps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt),
                  processed_delta ? 100.0 * double(processed) / double(processed_delta) : 0.0,
                  l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
                  drops_text(d).c_str());
@@ -166,10 +167,12 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
   owner_json(o, s.owner_total);
   o << ", \"drops_total\": ";
   drops_json(o, s.drops_total);
-  o << ", \"drops_sum\": " << s.drops_sum() << "},\n  \"lcores\": [";
+  o << ", \"drops_sum\": " << s.drops_sum() << ", \"busy_cycles\": " << s.busy_cycles_total
+    << ", \"tsc_hz\": " << s.tsc_hz << "},\n  \"lcores\": [";
   for (std::size_t i = 0; i < s.lcores.size(); ++i) {
     const auto& l = s.lcores[i];
-    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index << ", ";
+    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index
+      << ", \"busy_cycles\": " << l.busy_cycles << ", \"idle_sleeps\": " << l.idle_sleeps << ", ";
     receive_json(o, l.rx);
     o << ", ";
     owner_json(o, l.owner);

@@ -41,6 +41,8 @@ struct QueueSnapshot {
 struct LcoreSnapshot {
   unsigned lcore = 0;
   int owner_index = -1;
+  std::uint64_t busy_cycles = 0;  // TSC cycles of iterations that moved packets
+  std::uint64_t idle_sleeps = 0;
   ReceiveTotals rx;   // sum over its queues
   OwnerTotals owner;  // zero unless an owner
 };
@@ -67,6 +69,8 @@ struct StatsSnapshot {
   ReceiveTotals rx_total;
   OwnerTotals owner_total;
   DropArray drops_total{};  // receive-side and owner-side together
+  std::uint64_t busy_cycles_total = 0;
+  std::uint64_t tsc_hz = 0;
   std::uint64_t drops_sum() const;
 };
 
