@@ -19,16 +19,30 @@
 --   QS_TRIAL             seconds per trial                [5]
 --   QS_DRAIN             ms to wait after stopping        [500]
 --   QS_LOSS_TOLERANCE    extra loss ratio allowed         [0]
+--   QS_LINK_WAIT         seconds to wait for the link     [60]
 --   QS_QUIT              1: quit pktgen when done         [0]
+-- (or at the pktgen prompt: lua 'qs_settings = {QS_TRIAL = 10}' then script ...)
 
+-- A setting comes from the table qs_settings when the pktgen prompt set one
+-- (lua 'qs_settings = {QS_RATE = 25}'), else from the environment.
 local function number_setting(name, default, min, max)
-  local text = os.getenv(name)
+  local text = type(qs_settings) == "table" and qs_settings[name] or os.getenv(name)
   if text == nil or text == "" then return default end
   local value = tonumber(text)
   if value == nil or value < min or value > max then
-    error(string.format("%s=%s: expected a number in [%s, %s]", name, text, min, max))
+    error(string.format("%s=%s: expected a number in [%s, %s]", name, tostring(text), min, max))
   end
   return value
+end
+
+-- pktgen may start (and run this script) before quicsteer has connected.
+local function wait_for_link(port, seconds)
+  for _ = 1, seconds * 10 do
+    local state = pktgen.linkState(tostring(port))[port]
+    if state ~= nil and string.find(state, "UP", 1, true) then return end
+    pktgen.delay(100)
+  end
+  error(string.format("port %d: link still down after %d s (is quicsteer running?)", port, seconds))
 end
 
 local port = math.floor(number_setting("QS_PORT", 0, 0, 63))
@@ -39,7 +53,8 @@ local precision = number_setting("QS_PRECISION", 0.5, 0.001, 100)
 local trial_s = number_setting("QS_TRIAL", 5, 1, 3600)
 local drain_ms = number_setting("QS_DRAIN", 500, 0, 60000)
 local tolerance = number_setting("QS_LOSS_TOLERANCE", 0, 0, 1)
-local quit = os.getenv("QS_QUIT") == "1"
+local link_wait = number_setting("QS_LINK_WAIT", 60, 1, 3600)
+local quit = number_setting("QS_QUIT", 0, 0, 1) == 1
 local tx = tostring(port)
 
 local function stats(p) return pktgen.portStats(tostring(p), "port")[p] end
@@ -63,6 +78,8 @@ local function trial(rate)
 end
 
 pktgen.screen("off")
+wait_for_link(port, link_wait)
+wait_for_link(rx_port, link_wait)
 print(string.format("find_lossfree_rate: port %d -> quicsteer -> port %d, %d s trials, rates %.3g..%.3g%%", port,
                     rx_port, trial_s, min_rate, max_rate))
 local baseline, baseline_pps = trial(min_rate)

@@ -11,28 +11,44 @@
 --   QS_RATE        background rate, % of link (0: probes only) [10]
 --   QS_DURATION    seconds                                  [10]
 --   QS_LATENCY_US  microseconds between probes, up to 1000000 [1000]
+--   QS_LINK_WAIT   seconds to wait for the link             [60]
 --   QS_QUIT        1: quit pktgen when done                 [0]
+-- (or at the pktgen prompt: lua 'qs_settings = {QS_RATE = 0}' then script ...)
 
+-- A setting comes from the table qs_settings when the pktgen prompt set one
+-- (lua 'qs_settings = {QS_RATE = 25}'), else from the environment.
 local function number_setting(name, default, min, max)
-  local text = os.getenv(name)
+  local text = type(qs_settings) == "table" and qs_settings[name] or os.getenv(name)
   if text == nil or text == "" then return default end
   local value = tonumber(text)
   if value == nil or value < min or value > max then
-    error(string.format("%s=%s: expected a number in [%s, %s]", name, text, min, max))
+    error(string.format("%s=%s: expected a number in [%s, %s]", name, tostring(text), min, max))
   end
   return value
+end
+
+-- pktgen may start (and run this script) before quicsteer has connected.
+local function wait_for_link(port, seconds)
+  for _ = 1, seconds * 10 do
+    local state = pktgen.linkState(tostring(port))[port]
+    if state ~= nil and string.find(state, "UP", 1, true) then return end
+    pktgen.delay(100)
+  end
+  error(string.format("port %d: link still down after %d s (is quicsteer running?)", port, seconds))
 end
 
 local port = math.floor(number_setting("QS_PORT", 0, 0, 63))
 local rate = number_setting("QS_RATE", 10, 0, 100)
 local duration = math.floor(number_setting("QS_DURATION", 10, 1, 86400))
 local interval_us = math.floor(number_setting("QS_LATENCY_US", 1000, 1, 1000000))
-local quit = os.getenv("QS_QUIT") == "1"
+local link_wait = number_setting("QS_LINK_WAIT", 60, 1, 3600)
+local quit = number_setting("QS_QUIT", 0, 0, 1) == 1
 local p = tostring(port)
 
 local function latency() return pktgen.pktStats(p)[port].latency end
 
 pktgen.screen("off")
+wait_for_link(port, link_wait)
 pktgen.stop(p)
 -- pktgen times a probe only if its payload is where it left it: the default
 -- fill pattern and untagged IPv4 (quicsteer's reflect leaves both alone).

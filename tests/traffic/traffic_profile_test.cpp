@@ -1,4 +1,4 @@
-// Profiles and quicgen: the memif profile this area ships passes the loader,
+// Profiles and quicgen: the pktgen profiles this area ships pass the loader,
 // and traffic generated from any shipped profile (quicgen --profile) is
 // steerable by that profile's own QUIC-LB configuration.
 #include <gtest/gtest.h>
@@ -53,6 +53,20 @@ TEST(MemifPktgenProfile, LoadsAndSuitsAMemifPairWithReflect) {
   for (const auto& route : p.steering.server_routes) servers.push_back(route.server_id);
   EXPECT_EQ(servers, default_server_ids());
   EXPECT_EQ(p.steering.short_dcid_len, TrafficOptions{}.client_cid_len);
+}
+
+TEST(BaremetalPktgenProfile, LoadsAndReflectsOnItsOnePciPort) {
+  const Profile p = load_profile((source_root() / "configs" / "baremetal-pktgen.yaml").string());
+  ASSERT_EQ(p.ports.size(), 1u);
+  EXPECT_FALSE(p.ports[0].is_vdev());
+  EXPECT_TRUE(has(p.eal, p.ports[0].device));  // the one device EAL is allowed to probe
+  EXPECT_EQ(p.action.type, OwnerAction::kReflect);
+  // Same QUIC-LB setup as the memif profile: one quicgen capture suits both.
+  const Profile memif = load_profile((source_root() / "configs" / "memif-pktgen.yaml").string());
+  ASSERT_EQ(p.steering.quic_lb.size(), 1u);
+  EXPECT_EQ(p.steering.quic_lb[0].key, memif.steering.quic_lb[0].key);
+  EXPECT_EQ(p.steering.quic_lb[0].nonce_len, memif.steering.quic_lb[0].nonce_len);
+  EXPECT_EQ(p.steering.server_routes.size(), memif.steering.server_routes.size());
 }
 
 TEST(ProfileTraffic, EveryShippedProfilesTrafficDecodesWithItsOwnConfig) {
