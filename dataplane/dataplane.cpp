@@ -241,8 +241,7 @@ StatsSnapshot Dataplane::snapshot() const {
       qs.rx.parked_packets = st.parked_packets.get();
       qs.rx.parked_us = std::uint64_t(double(st.parked_cycles.get()) / tsc_per_us);
       for (std::size_t r = 0; r < kDropReasonCount; ++r) qs.rx.drops[r] = st.drops[r].get();
-      // Read without synchronisation: a hint for the live table only.
-      qs.parked_now = q->ticket.held();
+      qs.parked_now = st.parked_now.get() != 0;
       l.rx.add(qs.rx);
       s.queues.push_back(std::move(qs));
     }

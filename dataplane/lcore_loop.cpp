@@ -160,7 +160,10 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
       count_drop(q.stats.drops, DropReason::kRingFull, rest);
       return;
     case BackpressurePolicy::kPark:
-      if (!q.ticket.held()) q.stats.parks.add();
+      if (!q.ticket.held()) {
+        q.stats.parks.add();
+        q.stats.parked_now.set(1);
+      }
       for (unsigned i = took; i < n; ++i) q.ticket.park(pkts[i], owner, now);
       q.stats.parked_packets.add(rest);
       return;
@@ -171,7 +174,10 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
           rte_pktmbuf_free(pkts[i]);
           count_drop(q.stats.drops, DropReason::kShedNew);
         } else {
-          if (!q.ticket.held()) q.stats.parks.add();
+          if (!q.ticket.held()) {
+            q.stats.parks.add();
+            q.stats.parked_now.set(1);
+          }
           q.ticket.park(pkts[i], owner, now);
           ++parked;
         }
@@ -190,6 +196,7 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
     const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q.stats.drops, DropReason::kParkTimeout, n);
     q.stats.parked_cycles.add(now - issued);
+    q.stats.parked_now.set(0);
     work += n;
     return true;
   }
@@ -208,6 +215,7 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
   work += released;
   if (q.ticket.held()) return false;
   q.stats.parked_cycles.add(now - issued);
+  q.stats.parked_now.set(0);
   return true;
 }
 
@@ -320,6 +328,7 @@ void drain_after_stop(LcoreContext& c) {
   for (auto& q : c.rx) {
     const unsigned n = q->ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q->stats.drops, DropReason::kShutdown, n);
+    q->stats.parked_now.set(0);
   }
   if (c.owner_index < 0) return;
   flush_tx(c);

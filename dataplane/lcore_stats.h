@@ -24,6 +24,7 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter parks;          // tickets issued: times the queue stopped being polled
   Counter parked_packets; // packets that went into a ticket
   Counter parked_cycles;  // TSC cycles the queue spent unpolled behind a ticket
+  Counter parked_now;     // gauge: 1 while a ticket is held (the reporter reads this, not the ticket)
   DropCounters drops;
 };
 
