@@ -14,27 +14,10 @@
 --   QS_QUIT      1: quit pktgen when done (for scripted runs)     [0]
 -- (or at the pktgen prompt: lua 'qs_settings = {QS_RATE = 25}' then script scripts/pktgen/replay.lua)
 
--- A setting comes from the table qs_settings when the pktgen prompt set one
--- (lua 'qs_settings = {QS_RATE = 25}'), else from the environment.
-local function number_setting(name, default, min, max)
-  local text = type(qs_settings) == "table" and qs_settings[name] or os.getenv(name)
-  if text == nil or text == "" then return default end
-  local value = tonumber(text)
-  if value == nil or value < min or value > max then
-    error(string.format("%s=%s: expected a number in [%s, %s]", name, tostring(text), min, max))
-  end
-  return value
-end
-
--- pktgen may start (and run this script) before quicsteer has connected.
-local function wait_for_link(port, seconds)
-  for _ = 1, seconds * 10 do
-    local state = pktgen.linkState(tostring(port))[port]
-    if state ~= nil and string.find(state, "UP", 1, true) then return end
-    pktgen.delay(100)
-  end
-  error(string.format("port %d: link still down after %d s (is quicsteer running?)", port, seconds))
-end
+-- The shared helpers live next to this script.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local qs = dofile(here .. "qs_common.lua")
+local number_setting, wait_for_link = qs.number_setting, qs.wait_for_link
 
 local port = math.floor(number_setting("QS_PORT", 0, 0, 63))
 local rx_port = math.floor(number_setting("QS_RX_PORT", port, 0, 63))
