@@ -26,8 +26,9 @@ done
 # Each script finds qs_common.lua next to itself from any working directory
 # and refuses a bad setting before touching pktgen (the stub has no functions).
 lua=$(command -v lua5.3 || true)
+abs_dir=$(cd "$dir" && pwd)
 for name in "${expected[@]}"; do
-  out=$(cd / && "$lua" -e 'qs_settings = {QS_PORT = "99"}; pktgen = {}' "$(cd "$dir" && pwd)/$name" 2>&1 || true)
+  out=$(cd / && "$lua" -e 'qs_settings = {QS_PORT = "99"}; pktgen = {}' "$abs_dir/$name" 2>&1 || true)
   if printf '%s' "$out" | grep -q 'QS_PORT=99: expected a number in \[0, 63\]'; then
     echo "ok: $name validates its settings"
   else
