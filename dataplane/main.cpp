@@ -142,9 +142,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     const std::string json_path = args.stats_json_set ? args.stats_json : profile.stats.json_path;
     std::printf("quicsteer: %zu lcores, %zu owners, policy %s, %s\n", profile.lcores.size(),
                 profile.steering.owner_lcores.size(),
-                profile.backpressure.policy == qs::BackpressurePolicy::kPark   ? "park"
-                : profile.backpressure.policy == qs::BackpressurePolicy::kDrop ? "drop"
-                                                                               : "shed-new",
+                qs::policy_name(profile.backpressure.policy),
                 duration > 0 ? ("running for " + std::to_string(duration) + " s").c_str() : "running until SIGINT/SIGTERM");
     dp.launch();
     const auto start = std::chrono::steady_clock::now();

@@ -24,16 +24,6 @@ std::string device_name(const PortConfig& cfg) {
   return cfg.device.substr(0, cfg.device.find(','));
 }
 
-const char* flow_control_name(FlowControl fc) {
-  switch (fc) {
-    case FlowControl::kNone: return "none";
-    case FlowControl::kRxPause: return "rx_pause";
-    case FlowControl::kTxPause: return "tx_pause";
-    case FlowControl::kFull: return "full";
-  }
-  return "?";
-}
-
 void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
                        const rte_eth_desc_lim& lim) {
   if (want > lim.nb_max || want < lim.nb_min)

@@ -785,6 +785,8 @@ std::string hex_string(const std::uint8_t* data, std::size_t n) {
   return s;
 }
 
+}  // namespace
+
 const char* flow_control_name(FlowControl fc) {
   switch (fc) {
     case FlowControl::kNone: return "none";
@@ -812,8 +814,6 @@ const char* action_name(OwnerAction a) {
   }
   return "forward";
 }
-
-}  // namespace
 
 Profile parse_profile(const std::string& yaml_text, const std::string& name) {
   const Decoder decoder(name);

@@ -114,6 +114,11 @@ class ProfileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The profile's spelling of each setting (as --check prints it).
+const char* flow_control_name(FlowControl fc);
+const char* policy_name(BackpressurePolicy p);
+const char* action_name(OwnerAction a);
+
 // Reads, decodes and validates; throws ProfileError.
 Profile load_profile(const std::string& path);
 // Same, from text; `name` stands for the file in messages.
