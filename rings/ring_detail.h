@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -48,6 +49,22 @@ class SlotStorage {
  private:
   void* memory_;
 };
+
+// Copies n trivially copyable items. Fixed-size memcpy chunks compile to
+// inline vector moves; a variable-size memcpy (or a plain element loop, which
+// GCC and clang turn into one) would be a libc call, which costs more than the
+// copy itself at the burst sizes a dataplane uses (1..32). The 0..3 remainder
+// is unrolled by hand for the same reason.
+template <class T>
+inline void copy_items(T* __restrict dst, const T* __restrict src, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) std::memcpy(static_cast<void*>(dst + i), src + i, 4 * sizeof(T));
+  if ((n - i) & 2) {
+    std::memcpy(static_cast<void*>(dst + i), src + i, 2 * sizeof(T));
+    i += 2;
+  }
+  if ((n - i) & 1) std::memcpy(static_cast<void*>(dst + i), src + i, sizeof(T));
+}
 
 // Polite spin: tells the core a spin-wait is in progress (frees pipeline
 // resources for the sibling hyperthread, avoids the memory-order flush on exit).

@@ -5,13 +5,16 @@
 // - Power-of-two capacity, free-running 64-bit indices (slot = index & mask).
 //   head == tail means empty, tail - head == capacity means full, so every
 //   slot is usable. At 10^9 items/s a 64-bit index wraps after ~584 years.
-// - Producer state (tail + its cached copy of head) and consumer state (head +
-//   its cached copy of tail) live on separate kCacheLine-sized lines, apart from
-//   the read-only line (slot pointer, mask). Each side works from its cached
-//   copy of the other side's index and rereads the shared one only when that
-//   copy says the request cannot be met (full / empty for the requested count).
-//   In steady state that is one cross-core line transfer per cache refill
-//   instead of one per operation.
+// - Each side caches the other side's index and rereads the shared one only
+//   when its cached copy says the request cannot be met (full / empty for the
+//   requested count). In steady state that is one cross-core line transfer per
+//   cache refill instead of one per operation (rte_ring rereads on every call).
+// - Layout, one kCacheLine each: the read-only fields; the shared tail (only
+//   the producer writes it, the consumer reads it on refill); the shared head
+//   (the reverse); and one private line per side with its own index and its
+//   cached copy of the other's. A side therefore never *loads* from a line the
+//   other side writes except on a refill, and its per-call stores go to a line
+//   the other side reads only on refill.
 // - Burst operations move as many items as fit and return the count; bulk
 //   operations move all n or none.
 //
@@ -26,7 +29,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <cstring>
 #include <new>
 #include <type_traits>
 
@@ -40,6 +42,7 @@ class SpscRing {
   static_assert(std::is_nothrow_copy_constructible_v<T>, "enqueue copies items and must not throw");
   static_assert(std::is_nothrow_move_assignable_v<T>, "dequeue moves items out and must not throw");
   static_assert(std::is_nothrow_destructible_v<T>);
+  static_assert(std::atomic<std::size_t>::is_always_lock_free);
 
  public:
   using value_type = T;
@@ -48,19 +51,16 @@ class SpscRing {
   explicit SpscRing(std::size_t capacity)
       : shared_{ring_detail::checked_capacity(capacity, "SpscRing"), capacity - 1} {
     static_assert(std::is_standard_layout_v<SpscRing>, "offsetof checks below need standard layout");
-    static_assert(offsetof(SpscRing, producer_) % kCacheLine == 0);
-    static_assert(offsetof(SpscRing, consumer_) - offsetof(SpscRing, producer_) >= kCacheLine,
-                  "producer and consumer indices must not share a (prefetch-paired) line");
-    static_assert(offsetof(SpscRing, producer_) - offsetof(SpscRing, shared_) >= kCacheLine,
-                  "read-only fields must not share a line with a written index");
+    static_assert(offsetof(SpscRing, tail_) - offsetof(SpscRing, shared_) >= kCacheLine);
+    static_assert(offsetof(SpscRing, head_) - offsetof(SpscRing, tail_) >= kCacheLine,
+                  "head and tail must not share a (prefetch-paired) line");
+    static_assert(offsetof(SpscRing, producer_) - offsetof(SpscRing, head_) >= kCacheLine);
+    static_assert(offsetof(SpscRing, consumer_) - offsetof(SpscRing, producer_) >= kCacheLine);
   }
 
   ~SpscRing() {
     if constexpr (!kTrivial) {
-      const std::size_t tail = producer_.tail.load(std::memory_order_acquire);
-      for (std::size_t i = consumer_.head.load(std::memory_order_relaxed); i != tail; ++i) {
-        slot(i)->~T();
-      }
+      for (std::size_t i = consumer_.head; i != producer_.tail; ++i) slot(i)->~T();
     }
   }
 
@@ -69,33 +69,29 @@ class SpscRing {
 
   // Producer. Copies up to n items in; returns how many fitted (0..n).
   unsigned enqueue_burst(const T* items, unsigned n) noexcept {
-    const std::size_t tail = producer_.tail.load(std::memory_order_relaxed);
-    const unsigned count = static_cast<unsigned>(std::min<std::size_t>(n, room_for(tail, n)));
-    if (count != 0) publish(items, tail, count);
+    const auto count = static_cast<unsigned>(std::min<std::size_t>(n, room_for(n)));
+    if (count != 0) publish(items, count);
     return count;
   }
 
   // Producer. Copies all n items in, or none; returns n or 0.
   unsigned enqueue_bulk(const T* items, unsigned n) noexcept {
-    const std::size_t tail = producer_.tail.load(std::memory_order_relaxed);
-    if (n == 0 || room_for(tail, n) < n) return 0;
-    publish(items, tail, n);
+    if (n == 0 || room_for(n) < n) return 0;
+    publish(items, n);
     return n;
   }
 
   // Consumer. Moves up to n items out in FIFO order; returns how many (0..n).
   unsigned dequeue_burst(T* out, unsigned n) noexcept {
-    const std::size_t head = consumer_.head.load(std::memory_order_relaxed);
-    const unsigned count = static_cast<unsigned>(std::min<std::size_t>(n, ready_from(head, n)));
-    if (count != 0) consume(out, head, count);
+    const auto count = static_cast<unsigned>(std::min<std::size_t>(n, ready_for(n)));
+    if (count != 0) consume(out, count);
     return count;
   }
 
   // Consumer. Moves n items out, or none; returns n or 0.
   unsigned dequeue_bulk(T* out, unsigned n) noexcept {
-    const std::size_t head = consumer_.head.load(std::memory_order_relaxed);
-    if (n == 0 || ready_from(head, n) < n) return 0;
-    consume(out, head, n);
+    if (n == 0 || ready_for(n) < n) return 0;
+    consume(out, n);
     return n;
   }
 
@@ -109,8 +105,8 @@ class SpscRing {
   std::size_t size() const noexcept {
     // head before tail: the tail read afterwards is at least the tail the
     // consumer had seen when it published this head, so tail - head >= 0.
-    const std::size_t head = consumer_.head.load(std::memory_order_acquire);
-    const std::size_t tail = producer_.tail.load(std::memory_order_acquire);
+    const std::size_t head = head_.value.load(std::memory_order_acquire);
+    const std::size_t tail = tail_.value.load(std::memory_order_acquire);
     return std::min(tail - head, shared_.capacity);
   }
 
@@ -118,19 +114,20 @@ class SpscRing {
 
   // Producer. Free slots right now (rereads the consumer's index; same cost
   // note as size()).
-  std::size_t free_count() const noexcept { return shared_.capacity - size(); }
+  std::size_t free_count() const noexcept {
+    return shared_.capacity - (producer_.tail - head_.value.load(std::memory_order_acquire));
+  }
 
   // Producer. True when occupancy is below high_watermark. Works from the
   // producer's cached copy of the consumer index, which can only overstate
   // occupancy; only when that copy says "at or above" does it reread the
-  // shared index (refreshing the cache enqueue uses too). So while the ring is
-  // below the mark in steady state this costs no cross-core traffic.
+  // shared index (refreshing the copy enqueue uses too). So while the ring is
+  // below the mark this costs no cross-core traffic.
   bool producer_below_watermark(std::size_t high_watermark) noexcept {
-    const std::size_t tail = producer_.tail.load(std::memory_order_relaxed);
-    if (tail - producer_.cached_head < high_watermark) return true;
+    if (producer_.tail - producer_.cached_head < high_watermark) return true;
     // Pairs with the consumer's release store of head in consume().
-    producer_.cached_head = consumer_.head.load(std::memory_order_acquire);
-    return tail - producer_.cached_head < high_watermark;
+    producer_.cached_head = head_.value.load(std::memory_order_acquire);
+    return producer_.tail - producer_.cached_head < high_watermark;
   }
 
  private:
@@ -143,50 +140,52 @@ class SpscRing {
 
   // Free slots seen from the producer, rereading head only if the cached copy
   // cannot satisfy `wanted`.
-  std::size_t room_for(std::size_t tail, std::size_t wanted) noexcept {
-    std::size_t room = shared_.capacity - (tail - producer_.cached_head);
+  std::size_t room_for(std::size_t wanted) noexcept {
+    std::size_t room = shared_.capacity - (producer_.tail - producer_.cached_head);
     if (room < wanted) {
       // Pairs with the consumer's release store of head in consume(): the
       // consumer has finished moving out every slot below that head, so the
       // producer may overwrite them.
-      producer_.cached_head = consumer_.head.load(std::memory_order_acquire);
-      room = shared_.capacity - (tail - producer_.cached_head);
+      producer_.cached_head = head_.value.load(std::memory_order_acquire);
+      room = shared_.capacity - (producer_.tail - producer_.cached_head);
     }
     return room;
   }
 
   // Items ready for the consumer, rereading tail only if the cached copy
   // cannot satisfy `wanted`.
-  std::size_t ready_from(std::size_t head, std::size_t wanted) noexcept {
-    std::size_t ready = consumer_.cached_tail - head;
+  std::size_t ready_for(std::size_t wanted) noexcept {
+    std::size_t ready = consumer_.cached_tail - consumer_.head;
     if (ready < wanted) {
       // Pairs with the producer's release store of tail in publish(): every
       // slot below that tail has been written.
-      consumer_.cached_tail = producer_.tail.load(std::memory_order_acquire);
-      ready = consumer_.cached_tail - head;
+      consumer_.cached_tail = tail_.value.load(std::memory_order_acquire);
+      ready = consumer_.cached_tail - consumer_.head;
     }
     return ready;
   }
 
-  void publish(const T* items, std::size_t tail, unsigned n) noexcept {
+  void publish(const T* items, unsigned n) noexcept {
+    const std::size_t tail = producer_.tail;
     const std::size_t first = std::min<std::size_t>(n, shared_.capacity - (tail & shared_.mask));
     if constexpr (kTrivial) {
-      std::memcpy(static_cast<void*>(slot(tail)), items, first * sizeof(T));
-      std::memcpy(static_cast<void*>(slot(0)), items + first, (n - first) * sizeof(T));
+      ring_detail::copy_items(slot(tail), items, first);
+      if (first != n) ring_detail::copy_items(slot(0), items + first, n - first);
     } else {
       for (unsigned i = 0; i < n; ++i) ::new (static_cast<void*>(slot(tail + i))) T(items[i]);
     }
-    // Pairs with the consumer's acquire load of tail in ready_from() (and the
-    // acquire in size()/the destructor): the slot writes above become visible
-    // before the consumer can see the new tail.
-    producer_.tail.store(tail + n, std::memory_order_release);
+    producer_.tail = tail + n;
+    // Pairs with the consumer's acquire load of tail in ready_for() (and in
+    // size()): the slot writes above are visible before the new tail is.
+    tail_.value.store(tail + n, std::memory_order_release);
   }
 
-  void consume(T* out, std::size_t head, unsigned n) noexcept {
+  void consume(T* out, unsigned n) noexcept {
+    const std::size_t head = consumer_.head;
     if constexpr (kTrivial) {
       const std::size_t first = std::min<std::size_t>(n, shared_.capacity - (head & shared_.mask));
-      std::memcpy(static_cast<void*>(out), slot(head), first * sizeof(T));
-      std::memcpy(static_cast<void*>(out + first), slot(0), (n - first) * sizeof(T));
+      ring_detail::copy_items(out, slot(head), first);
+      if (first != n) ring_detail::copy_items(out + first, slot(0), n - first);
     } else {
       for (unsigned i = 0; i < n; ++i) {
         T* item = slot(head + i);
@@ -194,10 +193,23 @@ class SpscRing {
         item->~T();
       }
     }
+    consumer_.head = head + n;
+    prefetch_next(head + n, n);
     // Pairs with the producer's acquire load of head in room_for() /
-    // producer_below_watermark(): the reads above complete before the producer
-    // may reuse these slots.
-    consumer_.head.store(head + n, std::memory_order_release);
+    // producer_below_watermark() / free_count() (and in size()): the reads
+    // above complete before the producer may reuse these slots.
+    head_.value.store(head + n, std::memory_order_release);
+  }
+
+  // Consumer. Starts pulling the lines of the next burst (already published,
+  // so the producer is done with them) while the caller works on this one:
+  // the consumer's cost is dominated by the cross-core transfer of slot lines,
+  // and overlapping the next burst's transfers with this burst's processing
+  // hides most of it. The hardware line is half the kCacheLine pair.
+  void prefetch_next(std::size_t from, unsigned n) const noexcept {
+    constexpr std::size_t kStride = std::max<std::size_t>(1, kCacheLine / 2 / sizeof(T));
+    const std::size_t end = std::min(consumer_.cached_tail, from + std::max<std::size_t>(n, kStride));
+    for (std::size_t i = from; i < end; i += kStride) __builtin_prefetch(slot(i), 0, 3);
   }
 
   // Written once in the constructor, then only read by both sides.
@@ -207,20 +219,27 @@ class SpscRing {
     std::size_t mask;
     ring_detail::SlotStorage<T> storage;
   };
-  struct alignas(kCacheLine) ProducerLine {
-    std::atomic<std::size_t> tail{0};  // written by the producer only
-    std::size_t cached_head{0};        // producer-private copy of consumer_.head
+  // One published index: written by its owner on every call, read by the
+  // other side only on a refill.
+  struct alignas(kCacheLine) SharedIndex {
+    std::atomic<std::size_t> value{0};
   };
-  struct alignas(kCacheLine) ConsumerLine {
-    std::atomic<std::size_t> head{0};  // written by the consumer only
-    std::size_t cached_tail{0};        // consumer-private copy of producer_.tail
+  struct alignas(kCacheLine) ProducerState {
+    std::size_t tail{0};         // == tail_.value, without loading a shared line
+    std::size_t cached_head{0};  // last head_.value the producer read
   };
-  static_assert(sizeof(ProducerLine) == kCacheLine && sizeof(ConsumerLine) == kCacheLine);
-  static_assert(std::atomic<std::size_t>::is_always_lock_free);
+  struct alignas(kCacheLine) ConsumerState {
+    std::size_t head{0};         // == head_.value
+    std::size_t cached_tail{0};  // last tail_.value the consumer read
+  };
+  static_assert(sizeof(SharedIndex) == kCacheLine && sizeof(ProducerState) == kCacheLine &&
+                sizeof(ConsumerState) == kCacheLine);
 
   ReadOnly shared_;
-  ProducerLine producer_;
-  ConsumerLine consumer_;
+  SharedIndex tail_;
+  SharedIndex head_;
+  ProducerState producer_;
+  ConsumerState consumer_;
 };
 
 }  // namespace qs

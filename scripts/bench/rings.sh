@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# scripts/bench/rings.sh [--json FILE] [--repetitions N] [google-benchmark flags]
+#
+# Ring hand-off benchmark: qs::SpscRing vs rte_ring SP/SC and qs::MpscRing vs
+# rte_ring MP/SC, producer and consumer pinned to one core and to two cores,
+# bursts 1/8/32. Builds tests/bench/bench_rings in ./build (configuring it if
+# missing), runs it, prints the table (median of 5 repetitions, min..max) with
+# the CPU model; --json FILE also writes every figure and the ours/rte_ring
+# ratios. Run it on an otherwise idle machine: other work on the same cores
+# distorts the numbers.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build="$root/build"
+
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" "$root" >/dev/null
+fi
+ninja -C "$build" tests/bench/bench_rings >/dev/null
+if [ ! -x "$build/tests/bench/bench_rings" ]; then
+  echo "rings.sh: $build has no bench_rings (is it a sanitizer build?)" >&2
+  exit 1
+fi
+echo "CPU model: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+exec "$build/tests/bench/bench_rings" "$@"
