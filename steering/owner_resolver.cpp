@@ -49,11 +49,11 @@ void ServerIdMap::build(
     if (find(id.data(), id.size()) != kNoOwner)
       throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
                                   " listed twice");
-    std::uint64_t words[2] = {0, 0};
-    std::memcpy(words, id.data(), id.size());
-    std::size_t i = hash(words[0], words[1], id.size()) & mask_;
+    std::uint64_t a, b;
+    load_key(id.data(), id.size(), a, b);
+    std::size_t i = hash(a, b, id.size()) & mask_;
     while (slots_[i].len != 0) i = (i + 1) & mask_;
-    slots_[i] = Slot{{words[0], words[1]}, std::uint8_t(id.size()), owner};
+    slots_[i] = Slot{{a, b}, std::uint8_t(id.size()), owner};
   }
 }
 
@@ -67,6 +67,11 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     if (codecs_[lb.config_id])
       throw std::invalid_argument("steering.quic_lb: config_id " +
                                   std::to_string(lb.config_id) + " configured twice");
+    Codepoint& cp = codepoints_[lb.config_id];
+    cp.kind = lb.key ? Codepoint::kEncrypted : Codepoint::kPlaintext;
+    cp.cid_len = codec.cid_len();
+    cp.server_id_len = codec.server_id_len();
+    cp.self_encode = lb.len_self_encode;
     codecs_[lb.config_id].emplace(std::move(codec));
     sid_lengths.insert(lb.server_id_len);
   }

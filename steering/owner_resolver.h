@@ -52,13 +52,12 @@ class ServerIdMap {
   void build(const std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes);
 
   std::uint16_t find(const std::uint8_t* id, std::size_t len) const {
-    if (slots_.empty() || len == 0 || len > kMaxServerIdLen) return kNoOwner;
-    std::uint64_t words[2] = {0, 0};
-    std::memcpy(words, id, len);
-    for (std::size_t i = hash(words[0], words[1], len) & mask_;; i = (i + 1) & mask_) {
+    std::uint64_t a, b;
+    if (slots_.empty() || !load_key(id, len, a, b)) return kNoOwner;
+    for (std::size_t i = hash(a, b, len) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.len == 0) return kNoOwner;  // an empty slot ends the probe
-      if (s.len == len && s.words[0] == words[0] && s.words[1] == words[1]) return s.owner;
+      if (s.len == len && s.words[0] == a && s.words[1] == b) return s.owner;
     }
   }
 
@@ -68,6 +67,57 @@ class ServerIdMap {
     std::uint8_t len;  // 0: empty
     std::uint16_t owner;
   };
+  // The ID zero-padded into two words, built from constant-size loads in
+  // registers: a variable-length copy into a stack buffer read back as words
+  // stalls on store forwarding, and GCC turns a small memcpy into an integer
+  // into exactly that.
+  template <std::size_t N>
+  static std::uint64_t load_le(const std::uint8_t* p) {
+    static_assert(N <= 8);
+    if constexpr (N == 0) {
+      return 0;
+    } else if constexpr (N == 8) {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    } else if constexpr (N >= 4) {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v | load_le<N - 4>(p + 4) << 32;
+    } else if constexpr (N >= 2) {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v | load_le<N - 2>(p + 2) << 16;
+    } else {
+      return p[0];
+    }
+  }
+  template <std::size_t N>
+  static void load_words(const std::uint8_t* p, std::uint64_t& a, std::uint64_t& b) {
+    a = load_le<(N < 8 ? N : 8)>(p);
+    b = load_le<(N > 8 ? N - 8 : 0)>(p + 8);
+  }
+  static bool load_key(const std::uint8_t* p, std::size_t len, std::uint64_t& a,
+                       std::uint64_t& b) {
+    switch (len) {
+      case 1: load_words<1>(p, a, b); return true;
+      case 2: load_words<2>(p, a, b); return true;
+      case 3: load_words<3>(p, a, b); return true;
+      case 4: load_words<4>(p, a, b); return true;
+      case 5: load_words<5>(p, a, b); return true;
+      case 6: load_words<6>(p, a, b); return true;
+      case 7: load_words<7>(p, a, b); return true;
+      case 8: load_words<8>(p, a, b); return true;
+      case 9: load_words<9>(p, a, b); return true;
+      case 10: load_words<10>(p, a, b); return true;
+      case 11: load_words<11>(p, a, b); return true;
+      case 12: load_words<12>(p, a, b); return true;
+      case 13: load_words<13>(p, a, b); return true;
+      case 14: load_words<14>(p, a, b); return true;
+      case 15: load_words<15>(p, a, b); return true;
+      default: return false;
+    }
+  }
   static std::size_t hash(std::uint64_t a, std::uint64_t b, std::size_t len) {
     std::uint64_t h = (a ^ len) * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL;
     return std::size_t(h ^ h >> 29);
@@ -102,14 +152,28 @@ class OwnerResolver {
   std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const;
 
   Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len) const {
-    if (const QuicLbCodec* codec = codec_for(dcid[0])) {
+    const Codepoint& cp = codepoints_[quic_lb_config_id(dcid[0])];
+    if (cp.kind == Codepoint::kPlaintext) {
+      // The server ID is right there in the DCID: no copy, no codec call.
+      if (len >= cp.cid_len && (!cp.self_encode || quic_lb_self_encoded_len(dcid[0]) == len)) {
+        const std::uint16_t owner = server_ids_.find(dcid + 1, cp.server_id_len);
+        if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
+      }
+    } else if (cp.kind == Codepoint::kEncrypted) {
+      const QuicLbCodec& codec = *codecs_[quic_lb_config_id(dcid[0])];
       std::uint8_t server_id[16];
-      if (codec->decode(dcid, len, server_id)) {
-        const std::uint16_t owner = server_ids_.find(server_id, codec->server_id_len());
+      if (codec.decode(dcid, len, server_id)) {
+        const std::uint16_t owner = server_ids_.find(server_id, cp.server_id_len);
         if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
       }
     }
     return {fallback_owner_for_dcid(dcid, len), ResolveMethod::kFallbackDcid};
+  }
+
+  // Whether a DCID's codepoint has an encrypted config (classify_burst
+  // batches those).
+  bool encrypted_codepoint(std::uint8_t first_octet) const {
+    return codepoints_[quic_lb_config_id(first_octet)].kind == Codepoint::kEncrypted;
   }
 
   Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p) const {
@@ -130,7 +194,17 @@ class OwnerResolver {
   }
 
  private:
+  // What resolve_dcid() needs per codepoint, in one small array.
+  struct Codepoint {
+    enum Kind : std::uint8_t { kNone, kPlaintext, kEncrypted };
+    Kind kind = kNone;
+    std::uint8_t cid_len = 0;
+    std::uint8_t server_id_len = 0;
+    bool self_encode = false;
+  };
+
   std::vector<unsigned> owner_lcores_;
+  std::array<Codepoint, 8> codepoints_{};
   std::array<std::optional<QuicLbCodec>, 8> codecs_;
   ServerIdMap server_ids_;
   SipHashKey key_;

@@ -14,15 +14,16 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];
-      d.packet = parse_packet(frame, lens[base + i], parser_);
+      parse_packet(frame, lens[base + i], parser_, d.packet);
       if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0) {
-        const std::uint8_t first = *d.packet.dcid(frame);
-        const QuicLbCodec* codec = resolver_.codec_for(first);
-        if (codec && codec->algorithm() != QuicLbCodec::Algorithm::kPlaintext) {
-          const unsigned cp = quic_lb_config_id(first);
+        const std::uint8_t* dcid = d.packet.dcid(frame);
+        if (resolver_.encrypted_codepoint(dcid[0])) {
+          const unsigned cp = quic_lb_config_id(dcid[0]);
           members[cp][pending[cp]++] = std::uint8_t(i);
-          continue;
+        } else {
+          d.resolution = resolver_.resolve_dcid(dcid, d.packet.dcid_len);
         }
+        continue;
       }
       d.resolution = resolver_.resolve(frame, d.packet);
     }

@@ -33,7 +33,7 @@ class PacketClassifier {
 
   Decision classify(const std::uint8_t* frame, std::size_t len) const {
     Decision d;
-    d.packet = parse_packet(frame, len, parser_);
+    parse_packet(frame, len, parser_, d.packet);
     d.resolution = resolver_.resolve(frame, d.packet);
     return d;
   }

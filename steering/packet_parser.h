@@ -232,14 +232,16 @@ inline void parse_quic(const std::uint8_t* data, std::size_t begin, std::size_t 
 
 }  // namespace parser_detail
 
-inline ParsedPacket parse_packet(const std::uint8_t* data, std::size_t len,
-                                 const ParserConfig& config) {
+// Fills `r` in place: callers parse straight into their burst array, and no
+// struct assembled from narrow stores is copied with wide loads (a
+// store-forwarding stall per packet).
+[[gnu::always_inline]] inline void parse_packet(const std::uint8_t* data, std::size_t len,
+                                               const ParserConfig& config, ParsedPacket& r) {
   using namespace parser_detail;
-  ParsedPacket r;
+  r = ParsedPacket{};
   const auto fail = [&r](MalformedReason why) {
     r.verdict = Verdict::kMalformed;
     r.reason = why;
-    return r;
   };
   // Offsets are 16-bit; no IP packet (64 KiB) plus its link header needs more.
   if (len > 0xffff) len = 0xffff;
@@ -304,7 +306,7 @@ inline ParsedPacket parse_packet(const std::uint8_t* data, std::size_t len,
     r.ip_proto = next;
   } else {
     r.verdict = Verdict::kNotUdp;  // ARP, LLDP, MPLS, ...
-    return r;
+    return;
   }
   const bool frame_short = len < ip_end;
   const std::size_t bound = frame_short ? len : ip_end;
@@ -314,7 +316,6 @@ inline ParsedPacket parse_packet(const std::uint8_t* data, std::size_t len,
       r.verdict = Verdict::kMalformed;
       r.reason = MalformedReason::kTruncatedPayload;
     }
-    return r;
   };
   if (r.ip_proto != 17 || later_fragment) return finish(Verdict::kNotUdp);
 
@@ -336,8 +337,15 @@ inline ParsedPacket parse_packet(const std::uint8_t* data, std::size_t len,
     r.from_quic_port = true;
   }
   parse_quic(data, l4 + 8, udp_end, config, r);
-  if (r.verdict == Verdict::kMalformed) return r;
-  return finish(Verdict::kQuic);
+  if (r.verdict == Verdict::kMalformed) return;
+  finish(Verdict::kQuic);
+}
+
+inline ParsedPacket parse_packet(const std::uint8_t* data, std::size_t len,
+                                 const ParserConfig& config) {
+  ParsedPacket r;
+  parse_packet(data, len, config, r);
+  return r;
 }
 
 }  // namespace qs

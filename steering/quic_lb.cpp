@@ -8,54 +8,91 @@
 namespace qs {
 namespace {
 
-// Four-pass state for one CID: the two Feistel halves, half_len octets each.
-// With an odd plaintext length the middle octet is split by nibbles: left
-// keeps its high nibble, right its low nibble (draft 5.4.2 step 2).
-struct FeistelHalves {
-  std::uint8_t left[16];
-  std::uint8_t right[16];
-};
+// The four-pass halves are handled as 128-bit integers whose byte i is octet i
+// of the half (little-endian hosts), so that split, expand, XOR and the
+// nibble clearing are a few register operations instead of byte loops.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "FeistelShape assumes little endian");
+using u128 = unsigned __int128;
 
+// Octets p[0..n), 1 <= n <= 16, zero-extended; reads nothing past p + n.
+// Two overlapping loads cover any length; the overlap holds the same octets.
+inline u128 load_octets(const std::uint8_t* p, unsigned n) {
+  if (n >= 8) {
+    std::uint64_t lo, hi;
+    std::memcpy(&lo, p, 8);
+    std::memcpy(&hi, p + n - 8, 8);
+    return u128(lo) | u128(hi) << (8 * (n - 8));
+  }
+  if (n >= 4) {
+    std::uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + n - 4, 4);
+    return u128(lo) | u128(hi) << (8 * (n - 4));
+  }
+  if (n >= 2) {
+    std::uint16_t lo, hi;
+    std::memcpy(&lo, p, 2);
+    std::memcpy(&hi, p + n - 2, 2);
+    return u128(lo) | u128(hi) << (8 * (n - 2));
+  }
+  return p[0];
+}
+
+inline u128 low_octets_mask(unsigned n) { return n >= 16 ? ~u128(0) : (u128(1) << (8 * n)) - 1; }
+
+// The four-pass Feistel network of one configuration (draft 5.4.2). With an
+// odd plaintext length the middle octet is split by nibbles: left keeps its
+// high nibble, right its low nibble, and every pass clears the other nibble.
 struct FeistelShape {
   std::uint8_t plaintext_len;  // server ID + nonce
   std::uint8_t half_len;       // plaintext_len / 2 rounded up
   bool odd;
+  u128 left_mask;   // half_len octets, the last one's low nibble cleared if odd
+  u128 right_mask;  // half_len octets, the first one's high nibble cleared if odd
 
   explicit FeistelShape(std::uint8_t len)
-      : plaintext_len(len), half_len(std::uint8_t((len + 1) / 2)), odd((len & 1) != 0) {}
-
-  void clear_left(std::uint8_t* left) const {
-    if (odd) left[half_len - 1] &= 0xf0;
-  }
-  void clear_right(std::uint8_t* right) const {
-    if (odd) right[0] &= 0x0f;
-  }
-  void split(const std::uint8_t* text, FeistelHalves& h) const {
-    std::memcpy(h.left, text, half_len);
-    std::memcpy(h.right, text + (plaintext_len - half_len), half_len);
-    clear_left(h.left);
-    clear_right(h.right);
-  }
-  // Concatenation that drops the zero nibbles of an odd split (step 12).
-  void join(const FeistelHalves& h, std::uint8_t* text) const {
-    std::memcpy(text, h.left, half_len);
+      : plaintext_len(len), half_len(std::uint8_t((len + 1) / 2)), odd((len & 1) != 0) {
+    left_mask = right_mask = low_octets_mask(half_len);
     if (odd) {
-      text[half_len - 1] = std::uint8_t(text[half_len - 1] | h.right[0]);
-      std::memcpy(text + half_len, h.right + 1, half_len - 1u);
-    } else {
-      std::memcpy(text + half_len, h.right, half_len);
+      left_mask &= ~(u128(0x0f) << (8 * (half_len - 1)));
+      right_mask &= ~u128(0xf0);
     }
+  }
+
+  void split(const std::uint8_t* text, u128& left, u128& right) const {
+    left = load_octets(text, half_len) & left_mask;
+    right = load_octets(text + (plaintext_len - half_len), half_len) & right_mask;
+  }
+  // The first 16 octets of left || right (all a server ID needs).
+  u128 join_prefix(u128 left, u128 right) const {
+    return left | right << (8 * (odd ? half_len - 1 : half_len));
+  }
+  // All plaintext_len octets of left || right (step 12: an odd split's zero
+  // nibbles are dropped).
+  void join(u128 left, u128 right, std::uint8_t* out) const {
+    std::uint8_t l[16], r[16], text[32];
+    std::memcpy(l, &left, 16);
+    std::memcpy(r, &right, 16);
+    std::memcpy(text, l, half_len);
+    if (odd) {
+      text[half_len - 1] = std::uint8_t(text[half_len - 1] | r[0]);
+      std::memcpy(text + half_len, r + 1, half_len - 1u);
+    } else {
+      std::memcpy(text + half_len, r, half_len);
+    }
+    std::memcpy(out, text, plaintext_len);
   }
   // expand(plaintext_len, pass, half): the half in the most significant
   // octets, zero padding, then length and pass in the last two (draft -19+).
-  void expand(std::uint8_t pass, const std::uint8_t* half, std::uint8_t block[16]) const {
-    std::memset(block, 0, 16);
-    std::memcpy(block, half, half_len);
-    block[14] = plaintext_len;
-    block[15] = pass;
+  void expand(std::uint8_t pass, u128 half, std::uint8_t block[16]) const {
+    const u128 b = half | u128(plaintext_len) << 112 | u128(pass) << 120;
+    std::memcpy(block, &b, 16);
   }
-  void xor_into(std::uint8_t* dst, const std::uint8_t* block) const {
-    for (unsigned i = 0; i < half_len; ++i) dst[i] ^= block[i];
+  // dst ^= truncate(AES output, half_len), then the pass's nibble clearing.
+  static u128 mix(u128 dst, const std::uint8_t block[16], u128 mask) {
+    u128 b;
+    std::memcpy(&b, block, 16);
+    return (dst ^ b) & mask;
   }
 };
 
@@ -111,24 +148,22 @@ void QuicLbCodec::encode(const std::uint8_t* server_id, const std::uint8_t* nonc
       return;
     case Algorithm::kFourPass: {
       const FeistelShape shape(std::uint8_t(cid_len_ - 1));
-      FeistelHalves h;
-      shape.split(text, h);
+      u128 left, right;
+      shape.split(text, left, right);
       std::uint8_t block[16];
       // Passes 1..4 alternate: an odd pass feeds the left half and updates the
       // right, an even pass the other way round.
       for (std::uint8_t pass = 1; pass <= 4; ++pass) {
         const bool odd_pass = pass & 1;
-        shape.expand(pass, odd_pass ? h.left : h.right, block);
+        shape.expand(pass, odd_pass ? left : right, block);
         aes_->encrypt(block, block);
         if (odd_pass) {
-          shape.xor_into(h.right, block);
-          shape.clear_right(h.right);
+          right = FeistelShape::mix(right, block, shape.right_mask);
         } else {
-          shape.xor_into(h.left, block);
-          shape.clear_left(h.left);
+          left = FeistelShape::mix(left, block, shape.left_mask);
         }
       }
-      shape.join(h, out + 1);
+      shape.join(left, right, out + 1);
       return;
     }
   }
@@ -154,36 +189,29 @@ void QuicLbCodec::four_pass_decode_many(const std::uint8_t* const* ciphertexts, 
   // The server ID sits wholly in left_0 when it is no longer than the nonce,
   // so pass 1 (which recovers right_0, i.e. the nonce's tail) can be skipped.
   const bool fourth_pass = 2u * config_.server_id_len > shape.plaintext_len;
-  FeistelHalves h[kBatch];
+  u128 left[kBatch], right[kBatch];
   Aes128::Block blocks[kBatch];
   for (std::size_t base = 0; base < n; base += kBatch) {
     const std::size_t m = n - base < kBatch ? n - base : kBatch;
-    for (std::size_t i = 0; i < m; ++i) shape.split(ciphertexts[base + i], h[i]);
+    for (std::size_t i = 0; i < m; ++i) shape.split(ciphertexts[base + i], left[i], right[i]);
     // Decryption runs the passes backwards: 4 (right -> left), 3 (left ->
     // right), 2 (right -> left), then 1 (left -> right) only if needed.
     for (std::uint8_t pass = 4; pass >= (fourth_pass ? 1 : 2); --pass) {
       const bool odd_pass = pass & 1;
       for (std::size_t i = 0; i < m; ++i)
-        shape.expand(pass, odd_pass ? h[i].left : h[i].right, blocks[i]);
+        shape.expand(pass, odd_pass ? left[i] : right[i], blocks[i]);
       aes_->encrypt_many(blocks, m);
       for (std::size_t i = 0; i < m; ++i) {
         if (odd_pass) {
-          shape.xor_into(h[i].right, blocks[i]);
-          shape.clear_right(h[i].right);
+          right[i] = FeistelShape::mix(right[i], blocks[i], shape.right_mask);
         } else {
-          shape.xor_into(h[i].left, blocks[i]);
-          shape.clear_left(h[i].left);
+          left[i] = FeistelShape::mix(left[i], blocks[i], shape.left_mask);
         }
       }
     }
     for (std::size_t i = 0; i < m; ++i) {
-      if (fourth_pass) {
-        std::uint8_t text[19];
-        shape.join(h[i], text);
-        std::memcpy(server_ids[base + i], text, config_.server_id_len);
-      } else {
-        std::memcpy(server_ids[base + i], h[i].left, config_.server_id_len);
-      }
+      const u128 text = fourth_pass ? shape.join_prefix(left[i], right[i]) : left[i];
+      std::memcpy(server_ids[base + i], &text, 16);
     }
   }
 }
@@ -212,12 +240,12 @@ void QuicLbCodec::decode_many(const std::uint8_t* const* cids, const std::uint8_
     if (algorithm_ == Algorithm::kSinglePass) {
       for (std::size_t j = 0; j < k; ++j) std::memcpy(blocks[j], texts[j], 16);
       aes_->decrypt_many(blocks, k);
-      for (std::size_t j = 0; j < k; ++j)
-        std::memcpy(server_ids[where[j]], blocks[j], config_.server_id_len);
+      // Whole blocks: a reader of the server ID then loads from one 16-octet
+      // store, which forwards, rather than from a mosaic of narrow ones.
+      for (std::size_t j = 0; j < k; ++j) std::memcpy(server_ids[where[j]], blocks[j], 16);
     } else {
       four_pass_decode_many(texts, k, sid);
-      for (std::size_t j = 0; j < k; ++j)
-        std::memcpy(server_ids[where[j]], sid[j], config_.server_id_len);
+      for (std::size_t j = 0; j < k; ++j) std::memcpy(server_ids[where[j]], sid[j], 16);
     }
   }
 }

@@ -82,7 +82,8 @@ class QuicLbCodec {
   }
 
   // decode() for n CIDs at once; their AES blocks share the pipeline. ok[i]
-  // says whether server_ids[i] was written.
+  // says whether server_ids[i] was written: the server ID in its first
+  // server_id_len() octets, the rest of the 16 unspecified.
   void decode_many(const std::uint8_t* const* cids, const std::uint8_t* lens, std::size_t n,
                    std::uint8_t (*server_ids)[16], bool* ok) const;
 

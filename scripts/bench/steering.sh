@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/bench/steering.sh [--json FILE] [--repetitions N] [google-benchmark flags]
+#
+# Steering cost per packet (bursts of 32): parse only; parse + QUIC-LB
+# plaintext, single-pass AES and four-pass AES decode; parse + hash fallback;
+# against an rte_jhash software-RSS reference over the same frames, measured
+# in the same run (tests/bench/bench_steering.cpp says what each case does and
+# why the reference is fair). Builds tests/bench/bench_steering in ./build
+# (configuring it if missing), runs every case N times (default 9) with the
+# repetitions interleaved at random, so drift hits all cases alike, and prints
+# median ns/packet, min..max, and ours/jhash ratios against the targets
+# (plaintext <= 2x, single pass <= 3x, four pass <= 6x) with the CPU model.
+# --json FILE writes the same figures. Run it on an otherwise idle machine.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build="${QS_BUILD_DIR:-$root/build}"   # QS_BUILD_DIR: another plain build directory
+json_out=""
+reps=9
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --json) json_out=${2:?--json needs a file}; shift 2 ;;
+    --repetitions) reps=${2:?--repetitions needs a number}; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) extra+=("$1"); shift ;;
+  esac
+done
+
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" "$root" >/dev/null
+fi
+ninja -C "$build" tests/bench/bench_steering >/dev/null
+if [ ! -x "$build/tests/bench/bench_steering" ]; then
+  echo "steering.sh: $build has no bench_steering (is it a sanitizer build?)" >&2
+  exit 1
+fi
+
+raw=$(mktemp)
+trap 'rm -f "$raw" "$raw.log"' EXIT
+"$build/tests/bench/bench_steering" --benchmark_repetitions="$reps" \
+  --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2 \
+  --benchmark_out="$raw" --benchmark_out_format=json ${extra[@]+"${extra[@]}"} >/dev/null 2>"$raw.log" ||
+  { cat "$raw.log" >&2; exit 1; }
+
+cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+python3 - "$raw" "$cpu" "$json_out" <<'PY'
+import json, statistics, sys
+raw, cpu, out = sys.argv[1], sys.argv[2], sys.argv[3]
+runs = {}
+for b in json.load(open(raw))["benchmarks"]:
+    if b.get("run_type") != "iteration" or b.get("error_occurred"):
+        continue
+    assert b["time_unit"] == "ns"
+    name = b["run_name"].removeprefix("BM_")
+    runs.setdefault(name, []).append(b["real_time"] / b["burst"])
+cases = {n: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(v), "repetitions": len(v)}
+         for n, v in runs.items()}
+ref = cases["jhash_reference"]["median_ns"]
+targets = {"plaintext": 2.0, "single_pass": 3.0, "four_pass": 6.0, "four_pass_full": 6.0}
+ratios = {f"{n}_vs_jhash": cases[n]["median_ns"] / ref
+          for n in ["parse", "plaintext", "single_pass", "four_pass", "four_pass_full", "fallback",
+                    "single_pass_unbatched", "fixture_mix"] if n in cases}
+print(f"CPU model: {cpu}")
+print(f"{'case':24} {'ns/pkt':>8} {'min..max':>15} {'vs jhash':>9}  target")
+order = ["jhash_reference", "parse", "plaintext", "single_pass", "four_pass", "four_pass_full", "fallback",
+         "single_pass_unbatched", "fixture_mix"]
+for n in sorted(cases, key=lambda n: order.index(n) if n in order else len(order)):
+    c = cases[n]
+    r = c["median_ns"] / ref
+    t = targets.get(n)
+    verdict = "" if t is None else f"<= {t:.0f}x {'met' if r <= t else 'NOT MET'}"
+    print(f"{n:24} {c['median_ns']:8.2f} {c['min_ns']:7.2f}..{c['max_ns']:<7.2f} {r:8.2f}x  {verdict}")
+if out:
+    json.dump({"cpu": cpu, "burst": 32, "unit": "ns per packet", "cases": cases, "ratios": ratios,
+               "targets": {f"{n}_vs_jhash": t for n, t in targets.items()}},
+              open(out, "w"), indent=2)
+    print(f"wrote {out}")
+PY

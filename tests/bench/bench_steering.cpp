@@ -1,0 +1,250 @@
+// Steering cost per packet, over bursts of 32 as an RX lcore sees them.
+//
+// Cases (scripts/bench/steering.sh turns them into a table and ratios):
+//   jhash_reference   software RSS: find the IPv4 5-tuple, rte_jhash it, pick
+//                     the owner from a 128-entry redirection table
+//   parse             parse_packet() only
+//   plaintext         classify_burst(): parse + plaintext QUIC-LB decode + route
+//   single_pass       ... AES-128 single-pass decode (server ID 4 + nonce 12)
+//   four_pass         ... four-pass decode stopping after 3 passes (3 + 5)
+//   four_pass_full    ... four-pass decode needing all 4 passes (6 + 4)
+//   fallback          ... unroutable DCIDs: SipHash-1-3 + hash ring
+//   single_pass_unbatched  classify() frame by frame (AES not overlapped)
+//   fixture_mix       classify_burst() over every fixture frame (all header kinds)
+//
+// Fairness of the reference: it walks the same frames in the same burst loop,
+// checks lengths before every read as the parser does, and ends with an owner
+// choice, as our cases do; it handles just what these frames are (untagged
+// IPv4/UDP), while the parser also looks for VLAN tags, IPv6 and the QUIC
+// header. That is the work a software RSS front end would really do.
+//
+// Frames: the fixture 'short_quic_lb_plaintext' layout (Ethernet, IPv4, UDP,
+// QUIC short header, 20 octets of payload) with the DCID of each case; 1024
+// frames per case with distinct source addresses, ports and nonces.
+#include <benchmark/benchmark.h>
+#include <rte_jhash.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "steering/packet_classifier.h"
+#include "tests/steering/packet_fixtures.h"
+
+namespace {
+
+constexpr unsigned kBurst = 32;
+constexpr std::size_t kFrames = 1024;
+
+struct FrameSet {
+  std::vector<std::vector<std::uint8_t>> frames;
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+
+  void add(std::vector<std::uint8_t> frame) {
+    frames.push_back(std::move(frame));
+    ptrs.clear();
+    lens.clear();
+    for (const auto& f : frames) {
+      ptrs.push_back(f.data());
+      lens.push_back(std::uint16_t(f.size()));
+    }
+  }
+};
+
+const qs::test::PacketFixture& fixture(const std::string& name) {
+  for (const auto& f : qs::test::packet_fixtures())
+    if (name == f.name) return f;
+  throw std::runtime_error("no fixture " + name);
+}
+
+std::vector<std::uint8_t> field_bytes(const qs::test::PacketFixture& f, const std::string& name) {
+  for (const auto& field : f.fields)
+    if (name == field.name) return qs::test::unhex(field.hex);
+  throw std::runtime_error("no field " + name);
+}
+
+// The fixture's short-header frame with another DCID, source address and port.
+std::vector<std::uint8_t> short_frame(const std::vector<std::uint8_t>& dcid, unsigned i) {
+  const auto& f = fixture("short_quic_lb_plaintext");
+  std::vector<std::uint8_t> frame = field_bytes(f, "ethernet");
+  auto ip = field_bytes(f, "ipv4");
+  auto udp = field_bytes(f, "udp");
+  const auto payload = field_bytes(f, "payload");
+  const std::size_t udp_len = 8 + 1 + dcid.size() + payload.size();
+  ip[2] = std::uint8_t((20 + udp_len) >> 8);
+  ip[3] = std::uint8_t(20 + udp_len);
+  ip[14] = std::uint8_t(i >> 8);
+  ip[15] = std::uint8_t(i);
+  udp[0] = std::uint8_t(0xc0 | (i >> 8 & 0x3f));
+  udp[1] = std::uint8_t(i);
+  udp[4] = std::uint8_t(udp_len >> 8);
+  udp[5] = std::uint8_t(udp_len);
+  frame.insert(frame.end(), ip.begin(), ip.end());
+  frame.insert(frame.end(), udp.begin(), udp.end());
+  frame.push_back(0x41);
+  frame.insert(frame.end(), dcid.begin(), dcid.end());
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  return frame;
+}
+
+// Frames whose DCIDs the fixture config's QUIC-LB config `config_id` encodes
+// for a routed server ID; config_id < 0: random DCIDs of no config (fallback).
+FrameSet make_frames(int config_id) {
+  const qs::SteeringConfig config = qs::test::fixture_steering_config();
+  std::mt19937_64 rng(std::uint64_t(config_id + 100));
+  FrameSet set;
+  for (unsigned i = 0; i < kFrames; ++i) {
+    std::vector<std::uint8_t> dcid;
+    if (config_id < 0) {
+      dcid.resize(8);
+      for (auto& b : dcid) b = std::uint8_t(rng());
+      dcid[0] = std::uint8_t(0x80 | (dcid[0] & 0x1f));  // codepoint 4: no config
+    } else {
+      const qs::QuicLbConfig& lb = config.quic_lb[std::size_t(config_id)];
+      const qs::QuicLbCodec codec(lb);
+      std::vector<std::vector<std::uint8_t>> sids;
+      for (const auto& r : config.server_routes)
+        if (r.server_id.size() == lb.server_id_len) sids.push_back(r.server_id);
+      std::uint8_t nonce[18];
+      for (auto& b : nonce) b = std::uint8_t(rng());
+      dcid.resize(codec.cid_len());
+      codec.encode(sids[i % sids.size()].data(), nonce, dcid.data(), std::uint8_t(rng()));
+    }
+    set.add(short_frame(dcid, i));
+  }
+  return set;
+}
+
+const qs::PacketClassifier& classifier() {
+  static const qs::PacketClassifier c(qs::test::fixture_steering_config());
+  return c;
+}
+
+// The reference: what a software RSS stage does per packet. rte_jhash reads
+// the 13-octet tuple's tail as a whole word, hence the zeroed padding.
+struct FiveTuple {
+  std::uint32_t src, dst;
+  std::uint16_t sport, dport;
+  std::uint8_t proto;
+  std::uint8_t pad[3];
+};
+constexpr std::uint32_t kFiveTupleLen = 13;
+
+inline std::uint16_t jhash_owner(const std::uint8_t* p, std::size_t len,
+                                 const std::uint16_t* reta) {
+  if (len < 14 + 20 || p[12] != 0x08 || p[13] != 0x00) return qs::kNoOwner;
+  const std::size_t ihl = std::size_t(p[14] & 0x0f) * 4;
+  if (ihl < 20 || len < 14 + ihl + 4) return qs::kNoOwner;
+  FiveTuple t{};
+  std::memcpy(&t.src, p + 14 + 12, 4);
+  std::memcpy(&t.dst, p + 14 + 16, 4);
+  std::memcpy(&t.sport, p + 14 + ihl, 2);
+  std::memcpy(&t.dport, p + 14 + ihl + 2, 2);
+  t.proto = p[14 + 9];
+  return reta[rte_jhash(&t, kFiveTupleLen, 0x5eed) & 127];
+}
+
+void BM_jhash_reference(benchmark::State& state) {
+  const FrameSet set = make_frames(0);
+  std::uint16_t reta[128];
+  for (unsigned i = 0; i < 128; ++i) reta[i] = std::uint16_t(i % 4);
+  std::uint16_t owners[kBurst];
+  std::size_t off = 0;
+  for (auto _ : state) {
+    for (unsigned i = 0; i < kBurst; ++i)
+      owners[i] = jhash_owner(set.ptrs[off + i], set.lens[off + i], reta);
+    benchmark::DoNotOptimize(owners);
+    benchmark::ClobberMemory();
+    off = (off + kBurst) % kFrames;
+  }
+  state.counters["burst"] = kBurst;
+}
+
+void BM_parse(benchmark::State& state) {
+  const FrameSet set = make_frames(0);
+  const qs::ParserConfig& parser = classifier().parser_config();
+  qs::ParsedPacket out[kBurst];
+  std::size_t off = 0;
+  for (auto _ : state) {
+    for (unsigned i = 0; i < kBurst; ++i)
+      qs::parse_packet(set.ptrs[off + i], set.lens[off + i], parser, out[i]);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+    off = (off + kBurst) % kFrames;
+  }
+  state.counters["burst"] = kBurst;
+}
+
+void run_classify_burst(benchmark::State& state, const FrameSet& set,
+                        qs::ResolveMethod expected) {
+  const qs::PacketClassifier& c = classifier();
+  qs::Decision out[kBurst];
+  c.classify_burst(set.ptrs.data(), set.lens.data(), kBurst, out);
+  if (out[0].resolution.how != expected) {
+    state.SkipWithError("frames do not resolve the way this case means to measure");
+    return;
+  }
+  const std::size_t n = set.frames.size() / kBurst * kBurst;
+  std::size_t off = 0;
+  for (auto _ : state) {
+    c.classify_burst(set.ptrs.data() + off, set.lens.data() + off, kBurst, out);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+    off = (off + kBurst) % n;
+  }
+  state.counters["burst"] = kBurst;
+}
+
+void BM_plaintext(benchmark::State& state) {
+  run_classify_burst(state, make_frames(0), qs::ResolveMethod::kQuicLb);
+}
+void BM_single_pass(benchmark::State& state) {
+  run_classify_burst(state, make_frames(1), qs::ResolveMethod::kQuicLb);
+}
+void BM_four_pass(benchmark::State& state) {
+  run_classify_burst(state, make_frames(2), qs::ResolveMethod::kQuicLb);
+}
+void BM_four_pass_full(benchmark::State& state) {
+  run_classify_burst(state, make_frames(3), qs::ResolveMethod::kQuicLb);
+}
+void BM_fallback(benchmark::State& state) {
+  run_classify_burst(state, make_frames(-1), qs::ResolveMethod::kFallbackDcid);
+}
+
+void BM_single_pass_unbatched(benchmark::State& state) {
+  const FrameSet set = make_frames(1);
+  const qs::PacketClassifier& c = classifier();
+  qs::Decision out[kBurst];
+  std::size_t off = 0;
+  for (auto _ : state) {
+    for (unsigned i = 0; i < kBurst; ++i) out[i] = c.classify(set.ptrs[off + i], set.lens[off + i]);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+    off = (off + kBurst) % kFrames;
+  }
+  state.counters["burst"] = kBurst;
+}
+
+void BM_fixture_mix(benchmark::State& state) {
+  FrameSet set;
+  while (set.frames.size() < kFrames)
+    for (const auto& f : qs::test::packet_fixtures()) set.add(f.bytes());
+  run_classify_burst(state, set, qs::ResolveMethod::kFallbackDcid);  // fixture 0 is an Initial
+}
+
+BENCHMARK(BM_jhash_reference);
+BENCHMARK(BM_parse);
+BENCHMARK(BM_plaintext);
+BENCHMARK(BM_single_pass);
+BENCHMARK(BM_four_pass);
+BENCHMARK(BM_four_pass_full);
+BENCHMARK(BM_fallback);
+BENCHMARK(BM_single_pass_unbatched);
+BENCHMARK(BM_fixture_mix);
+
+}  // namespace
+
+BENCHMARK_MAIN();
