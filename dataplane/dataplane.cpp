@@ -116,6 +116,16 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   }
   warn_if_pool_small(profile_, producers, unsigned(owners.size()));
 
+  // An owner that polls no RX queue has nothing to do until a receiver hands
+  // it packets: when idle it sleeps on a doorbell instead of a fixed nap.
+  if (profile_.polling.idle_sleep_us != 0) {
+    for (auto& c : lcores_) {
+      if (c->owner_index < 0 || !c->rx.empty()) continue;
+      doorbells_.push_back(std::make_unique<Doorbell>());
+      c->doorbell = doorbells_.back().get();
+    }
+  }
+
   // One ring per receiving lcore -> owner pair, except an lcore to itself.
   auto context_of = [&](unsigned lcore) -> LcoreContext& {
     for (auto& c : lcores_)
@@ -126,6 +136,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     if (c->rx.empty()) continue;
     c->out_rings.assign(owners.size(), nullptr);
     c->out_ring_stats.assign(owners.size(), nullptr);
+    c->out_doorbells.assign(owners.size(), nullptr);
     for (std::size_t o = 0; o < owners.size(); ++o) {
       if (int(o) == c->owner_index) continue;
       rings_.push_back(std::make_unique<MbufRing>(profile_.rings.size));
@@ -133,6 +144,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
       auto stats = std::make_unique<RingStats>();
       c->out_rings[o] = ring;
       c->out_ring_stats[o] = stats.get();
+      c->out_doorbells[o] = context_of(owners[o]).doorbell;
       context_of(owners[o]).in_rings.push_back(ring);
       ring_info_.push_back(RingInfo{c->lcore_id, owners[o], ring, std::move(stats)});
     }
@@ -225,6 +237,7 @@ StatsSnapshot Dataplane::snapshot() const {
     l.owner_index = c->owner_index;
     l.busy_cycles = c->loop_stats.busy_cycles.get();
     l.idle_sleeps = c->loop_stats.idle_sleeps.get();
+    l.doorbell_wakes = c->loop_stats.doorbell_wakes.get();
     s.busy_cycles_total += l.busy_cycles;
     for (const auto& q : c->rx) {
       QueueSnapshot qs;

@@ -57,6 +57,7 @@ class Dataplane {
     std::unique_ptr<RingStats> stats;
   };
   std::vector<RingInfo> ring_info_;
+  std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::vector<std::unique_ptr<LcoreContext>> lcores_;
   std::atomic<bool> stop_{false};
   bool running_ = false;

@@ -12,6 +12,7 @@
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/parking_ticket.h"
 #include "dataplane/profile.h"
+#include "rings/doorbell.h"
 #include "rings/spsc_ring.h"
 
 struct rte_mbuf;
@@ -38,10 +39,14 @@ struct LcoreContext {
   std::vector<std::unique_ptr<RxQueueContext>> rx;
   std::vector<MbufRing*> out_rings;      // by owner index; nullptr for itself
   std::vector<RingStats*> out_ring_stats;
+  std::vector<Doorbell*> out_doorbells;  // by owner index; nullptr: that owner polls, never sleeps on one
   const MbufClassifier* classifier = nullptr;
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner
+  // Owners that poll no RX queue sleep on this when idle, and the receivers
+  // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
+  Doorbell* doorbell = nullptr;
   std::unique_ptr<ConnectionTable> connections;
   std::uint64_t cid_hash_seed = 0;
   // TX buffers by DPDK port id (forward: the TX port; reflect: every RX port),

@@ -15,6 +15,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "dataplane/lcore_context.h"
@@ -151,6 +152,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
   const unsigned took = ring.enqueue_burst(pkts, std::min(n, budget));
   rs.occupancy_high_water.max_with(occupancy + took);
   q.stats.enqueued.add(took);
+  if (took != 0 && c.out_doorbells[owner] != nullptr) c.out_doorbells[owner]->ring();
   if (took == n) return;
   rs.full_events.add();
   const unsigned rest = n - took;
@@ -209,6 +211,7 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
     if (occupancy > c.low_watermark) return 0u;
     const unsigned took = ring.enqueue_burst(pkts, std::min(n, handoff_budget(c, ring, occupancy)));
     c.out_ring_stats[owner]->occupancy_high_water.max_with(occupancy + took);
+    if (took != 0 && c.out_doorbells[owner] != nullptr) c.out_doorbells[owner]->ring();
     return took;
   });
   q.stats.enqueued.add(released);
@@ -275,6 +278,20 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now)
   return n + work;
 }
 
+// The doorbell protocol (rings/doorbell.h): announce, re-check, then sleep.
+// The wait is capped so that housekeeping and the stop flag are still seen.
+void sleep_on_doorbell(LcoreContext& c) {
+  constexpr std::chrono::microseconds kLongestSleep{1000};
+  c.doorbell->prepare_sleep();
+  for (const MbufRing* ring : c.in_rings) {
+    if (!ring->empty()) {
+      c.doorbell->cancel_sleep();
+      return;
+    }
+  }
+  if (c.doorbell->sleep(kLongestSleep) == Doorbell::Wake::kRung) c.loop_stats.doorbell_wakes.add();
+}
+
 void flush_tx(LcoreContext& c) {
   for (std::uint16_t port : c.tx_ports)
     c.owner_stats.tx.add(rte_eth_tx_buffer_flush(port, std::uint16_t(c.owner_index), c.tx_buffer[port]));
@@ -316,7 +333,11 @@ int lcore_main(void* arg) {
       idle = 0;
       if (owner) flush_tx(c);
       c.loop_stats.idle_sleeps.add();
-      rte_delay_us_sleep(c.idle_sleep_us);
+      if (c.doorbell != nullptr) {
+        sleep_on_doorbell(c);
+      } else {
+        rte_delay_us_sleep(c.idle_sleep_us);
+      }
     } else {
       rte_pause();
     }

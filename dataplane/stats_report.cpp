@@ -172,7 +172,8 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
   for (std::size_t i = 0; i < s.lcores.size(); ++i) {
     const auto& l = s.lcores[i];
     o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index
-      << ", \"busy_cycles\": " << l.busy_cycles << ", \"idle_sleeps\": " << l.idle_sleeps << ", ";
+      << ", \"busy_cycles\": " << l.busy_cycles << ", \"idle_sleeps\": " << l.idle_sleeps
+      << ", \"doorbell_wakes\": " << l.doorbell_wakes << ", ";
     receive_json(o, l.rx);
     o << ", ";
     owner_json(o, l.owner);

@@ -43,6 +43,7 @@ struct LcoreSnapshot {
   int owner_index = -1;
   std::uint64_t busy_cycles = 0;  // TSC cycles of iterations that moved packets
   std::uint64_t idle_sleeps = 0;
+  std::uint64_t doorbell_wakes = 0;
   ReceiveTotals rx;   // sum over its queues
   OwnerTotals owner;  // zero unless an owner
 };

@@ -110,6 +110,17 @@ inline Profile parse_test_profile(std::string yaml, const std::string& device = 
   return parse_profile(yaml, "test-profile");
 }
 
+struct RunOptions {
+  // Ends the run as soon as it returns true, without waiting for delivery:
+  // the clean-stop test stops under load that way.
+  std::function<bool(const ScenarioResult&)> stop_early;
+  // Called after each frame is sent, e.g. to pause so that owners go idle.
+  std::function<void(std::size_t)> after_send;
+  // No frame moved for this long ends the run with result.stalled: a hang
+  // detector, not a performance bound.
+  std::chrono::seconds stall_limit{60};
+};
+
 class Scenario {
  public:
   // `profile_yaml` may use {DEVICE} for the ring port's device name.
@@ -122,14 +133,10 @@ class Scenario {
 
   // Sends frames[i] to RX queue queue_of[i], in order, waiting on full rings;
   // then waits until every frame sent was delivered or counted as dropped.
-  // `stop_early` (optional) ends the run as soon as it returns true, without
-  // waiting: the clean-stop test stops under load that way. A stall (no
-  // frame moved for stall_limit) ends the run with result.stalled: a hang
-  // detector, not a performance bound.
   ScenarioResult run(const std::vector<const std::vector<std::uint8_t>*>& frames,
-                     const std::vector<unsigned>& queue_of,
-                     const std::function<bool(const ScenarioResult&)>& stop_early = {},
-                     std::chrono::seconds stall_limit = std::chrono::seconds(60)) {
+                     const std::vector<unsigned>& queue_of, const RunOptions& options = {}) {
+    const auto& stop_early = options.stop_early;
+    const auto stall_limit = options.stall_limit;
     ScenarioResult r;
     dp_->launch();
     auto last_progress = std::chrono::steady_clock::now();
@@ -164,6 +171,7 @@ class Scenario {
       ++r.sent;
       progressed();
       if ((i & 63) == 0 && collect(r)) progressed();
+      if (options.after_send) options.after_send(i);
       if (stop_early && stop_early(r)) early = true;
     }
     while (!early) {
