@@ -90,15 +90,16 @@ TEST(Doorbell, ProducersRingingAcrossShutdownAreSafe) {
   // Producers keep ringing while the consumer sleeps and wakes and the
   // doorbell is shut down; then everything is joined and destroyed. Run under
   // ASan/TSan this checks the shutdown path touches nothing it should not.
+  constexpr int kProducers = 2;
   auto bell = std::make_unique<Doorbell>();
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> rings{0};
+  std::array<std::atomic<std::uint64_t>, kProducers> rings{};
   std::vector<std::thread> producers;
-  for (int p = 0; p < 2; ++p) {
-    producers.emplace_back([&] {
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
       while (!stop.load(std::memory_order_relaxed)) {
         bell->ring();
-        rings.fetch_add(1, std::memory_order_relaxed);
+        rings[p].fetch_add(1, std::memory_order_release);
         std::this_thread::yield();
       }
     });
@@ -109,12 +110,27 @@ TEST(Doorbell, ProducersRingingAcrossShutdownAreSafe) {
       if (bell->sleep(kSafetyTimeout) == Wake::kShutdown) return;
     }
   });
-  while (rings.load() < scaled(20'000)) std::this_thread::yield();
+  auto total = [&] { return rings[0].load() + rings[1].load(); };
+  while (total() < scaled(20'000)) std::this_thread::yield();
   bell->shutdown();
   consumer.join();
+  // A ring() that read the state before shutdown may still be writing; wait
+  // until every producer has finished two more calls, so its latest call
+  // started after shutdown, and count from there.
+  std::array<std::uint64_t, kProducers> at_shutdown{};
+  for (int p = 0; p < kProducers; ++p) at_shutdown[p] = rings[p].load(std::memory_order_acquire);
+  for (int p = 0; p < kProducers; ++p) {
+    while (rings[p].load(std::memory_order_acquire) < at_shutdown[p] + 2) std::this_thread::yield();
+  }
+  // Keep announcing sleep while they ring: after shutdown none may signal.
   const std::uint64_t signals = bell->signals_sent();
-  while (rings.load() < scaled(40'000)) std::this_thread::yield();
-  EXPECT_EQ(bell->signals_sent(), signals) << "signals after shutdown";
+  const std::uint64_t rings_then = total();
+  while (total() < rings_then + scaled(20'000)) {
+    bell->prepare_sleep();
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(bell->signals_sent(), signals) << "ring() after shutdown signalled";
+  EXPECT_EQ(bell->sleep(kSafetyTimeout), Wake::kShutdown);
   stop.store(true);
   for (auto& t : producers) t.join();
   bell.reset();
