@@ -72,6 +72,7 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     cp.cid_len = codec.cid_len();
     cp.server_id_len = codec.server_id_len();
     cp.self_encode = lb.len_self_encode;
+    ServerIdMap::key_masks(cp.server_id_len, cp.mask_a, cp.mask_b);
     codecs_[lb.config_id].emplace(std::move(codec));
     sid_lengths.insert(lb.server_id_len);
   }

@@ -53,12 +53,21 @@ class ServerIdMap {
 
   std::uint16_t find(const std::uint8_t* id, std::size_t len) const {
     std::uint64_t a, b;
-    if (slots_.empty() || !load_key(id, len, a, b)) return kNoOwner;
-    for (std::size_t i = hash(a, b, len) & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.len == 0) return kNoOwner;  // an empty slot ends the probe
-      if (s.len == len && s.words[0] == a && s.words[1] == b) return s.owner;
-    }
+    if (!load_key(id, len, a, b)) return kNoOwner;
+    return find_key(a, b, len);
+  }
+  // find() when 16 octets may be read at `id`: two loads and two masks
+  // (key_masks(len)) instead of a per-length load sequence.
+  std::uint16_t find_wide(const std::uint8_t* id, std::size_t len, std::uint64_t mask_a,
+                          std::uint64_t mask_b) const {
+    std::uint64_t a, b;
+    std::memcpy(&a, id, 8);
+    std::memcpy(&b, id + 8, 8);
+    return find_key(a & mask_a, b & mask_b, len);
+  }
+  static void key_masks(std::size_t len, std::uint64_t& mask_a, std::uint64_t& mask_b) {
+    mask_a = len >= 8 ? ~0ULL : (1ULL << (8 * len)) - 1;
+    mask_b = len <= 8 ? 0 : len >= 16 ? ~0ULL : (1ULL << (8 * (len - 8))) - 1;
   }
 
  private:
@@ -118,6 +127,14 @@ class ServerIdMap {
       default: return false;
     }
   }
+  std::uint16_t find_key(std::uint64_t a, std::uint64_t b, std::size_t len) const {
+    if (slots_.empty()) return kNoOwner;
+    for (std::size_t i = hash(a, b, len) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.len == 0) return kNoOwner;  // an empty slot ends the probe
+      if (s.len == len && s.words[0] == a && s.words[1] == b) return s.owner;
+    }
+  }
   static std::size_t hash(std::uint64_t a, std::uint64_t b, std::size_t len) {
     std::uint64_t h = (a ^ len) * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL;
     return std::size_t(h ^ h >> 29);
@@ -146,17 +163,29 @@ class OwnerResolver {
   std::uint16_t owner_for_server_id(const std::uint8_t* id, std::size_t len) const {
     return server_ids_.find(id, len);
   }
+  // The same, for an ID at the start of a 16-octet buffer (decode_many output).
+  std::uint16_t owner_for_server_id_block(const std::uint8_t id[16], std::size_t len) const {
+    std::uint64_t mask_a, mask_b;
+    ServerIdMap::key_masks(len, mask_a, mask_b);
+    return server_ids_.find_wide(id, len, mask_a, mask_b);
+  }
   std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
     return ring_.owner_for(siphash13(key_, dcid, len));
   }
   std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const;
 
-  Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len) const {
+  // `readable`: how many octets from dcid on may be read (at least len); the
+  // rest of the frame after the DCID lets the server ID be loaded wide.
+  Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len,
+                          std::size_t readable = 0) const {
     const Codepoint& cp = codepoints_[quic_lb_config_id(dcid[0])];
     if (cp.kind == Codepoint::kPlaintext) {
       // The server ID is right there in the DCID: no copy, no codec call.
       if (len >= cp.cid_len && (!cp.self_encode || quic_lb_self_encoded_len(dcid[0]) == len)) {
-        const std::uint16_t owner = server_ids_.find(dcid + 1, cp.server_id_len);
+        const std::uint16_t owner =
+            readable >= 17
+                ? server_ids_.find_wide(dcid + 1, cp.server_id_len, cp.mask_a, cp.mask_b)
+                : server_ids_.find(dcid + 1, cp.server_id_len);
         if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
       }
     } else if (cp.kind == Codepoint::kEncrypted) {
@@ -201,6 +230,7 @@ class OwnerResolver {
     std::uint8_t cid_len = 0;
     std::uint8_t server_id_len = 0;
     bool self_encode = false;
+    std::uint64_t mask_a = 0, mask_b = 0;  // ServerIdMap::key_masks(server_id_len)
   };
 
   std::vector<unsigned> owner_lcores_;

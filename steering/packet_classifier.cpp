@@ -11,17 +11,22 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     // Frames whose DCID an encrypted config must decode, per codepoint.
     unsigned pending[8] = {};
     std::uint8_t members[8][kChunk];
+    // Parse the whole chunk first, then resolve: each loop body is short
+    // enough for the CPU to overlap several frames, and the resolve loop
+    // reads parse results stored long before.
+    for (unsigned i = 0; i < m; ++i)
+      parse_packet(frames[base + i], lens[base + i], parser_, out[base + i].packet);
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];
-      parse_packet(frame, lens[base + i], parser_, d.packet);
       if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0) {
         const std::uint8_t* dcid = d.packet.dcid(frame);
         if (resolver_.encrypted_codepoint(dcid[0])) {
           const unsigned cp = quic_lb_config_id(dcid[0]);
           members[cp][pending[cp]++] = std::uint8_t(i);
         } else {
-          d.resolution = resolver_.resolve_dcid(dcid, d.packet.dcid_len);
+          d.resolution = resolver_.resolve_dcid(dcid, d.packet.dcid_len,
+                                                lens[base + i] - d.packet.dcid_offset);
         }
         continue;
       }
@@ -44,7 +49,8 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
       for (unsigned j = 0; j < k; ++j) {
         Resolution& r = out[base + members[cp][j]].resolution;
         const std::uint16_t owner =
-            ok[j] ? resolver_.owner_for_server_id(server_ids[j], codec.server_id_len()) : kNoOwner;
+            ok[j] ? resolver_.owner_for_server_id_block(server_ids[j], codec.server_id_len())
+                  : kNoOwner;
         if (owner != kNoOwner) {
           r = {owner, ResolveMethod::kQuicLb};
         } else {

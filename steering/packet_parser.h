@@ -175,7 +175,7 @@ inline QuicPacketType long_type(std::uint32_t version, std::uint8_t first) {
   return v2[bits];
 }
 
-inline void parse_quic(const std::uint8_t* data, std::size_t begin, std::size_t end,
+inline void parse_quic(const std::uint8_t* __restrict data, std::size_t begin, std::size_t end,
                        const ParserConfig& config, ParsedPacket& r) {
   const auto fail = [&r](MalformedReason why) {
     r.verdict = Verdict::kMalformed;
@@ -235,8 +235,9 @@ inline void parse_quic(const std::uint8_t* data, std::size_t begin, std::size_t 
 // Fills `r` in place: callers parse straight into their burst array, and no
 // struct assembled from narrow stores is copied with wide loads (a
 // store-forwarding stall per packet).
-[[gnu::always_inline]] inline void parse_packet(const std::uint8_t* data, std::size_t len,
-                                               const ParserConfig& config, ParsedPacket& r) {
+[[gnu::always_inline]] inline void parse_packet(const std::uint8_t* __restrict data,
+                                               std::size_t len, const ParserConfig& config,
+                                               ParsedPacket& r) {
   using namespace parser_detail;
   r = ParsedPacket{};
   const auto fail = [&r](MalformedReason why) {

@@ -67,7 +67,8 @@ inline std::uint64_t siphash(const SipHashKey& key, const std::uint8_t* in, std:
   }
   // Last word: the remaining 0..7 octets, the length's low octet on top.
   std::uint64_t m = std::uint64_t(len) << 56;
-  for (std::size_t i = len - whole; i > 0; --i) m |= std::uint64_t(in[whole + i - 1]) << (8 * (i - 1));
+  for (std::size_t i = len - whole; i > 0; --i)
+    m |= std::uint64_t(in[whole + i - 1]) << (8 * (i - 1));
   s.v3 ^= m;
   for (int r = 0; r < kCompressionRounds; ++r) s.round();
   s.v0 ^= m;

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -219,7 +220,16 @@ TEST(ServerIdMap, FindsExactlyTheRoutedIds) {
   }
   routes.emplace_back(std::vector<std::uint8_t>{0x01, 0x00}, 9);  // a prefix-extended id
   map.build(routes);
-  for (const auto& [id, owner] : routes) EXPECT_EQ(map.find(id.data(), id.size()), owner);
+  for (const auto& [id, owner] : routes) {
+    EXPECT_EQ(map.find(id.data(), id.size()), owner);
+    // The wide form ignores whatever follows the ID in its 16 octets.
+    std::uint8_t padded[16];
+    std::memset(padded, 0xa5, sizeof padded);
+    std::memcpy(padded, id.data(), id.size());
+    std::uint64_t mask_a, mask_b;
+    ServerIdMap::key_masks(id.size(), mask_a, mask_b);
+    EXPECT_EQ(map.find_wide(padded, id.size(), mask_a, mask_b), owner);
+  }
   const std::uint8_t one[] = {0x01, 0x00, 0x00};
   EXPECT_EQ(map.find(one, 3), kNoOwner);  // same octets, other length
   EXPECT_EQ(map.find(one, 0), kNoOwner);

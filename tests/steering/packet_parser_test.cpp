@@ -118,7 +118,8 @@ TEST_F(Fixtures, WholeFramesRouteAsExpected) {
       EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackDcid);
       // Recomputed from the fixture's DCID, not from the parse.
       const auto dcid = unhex(f.dcid);
-      EXPECT_EQ(d.resolution.owner_index, resolver.fallback_owner_for_dcid(dcid.data(), dcid.size()));
+      EXPECT_EQ(d.resolution.owner_index,
+                resolver.fallback_owner_for_dcid(dcid.data(), dcid.size()));
     } else if (route == "fallback_tuple") {
       EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackTuple);
       EXPECT_LT(d.resolution.owner_index, resolver.owner_count());

@@ -85,7 +85,8 @@ TEST(QuicLbVectors, EncryptedEncodeAndDecode) {
 
 TEST(QuicLbVectors, LastVectorUnderItsLabelledConfig3) {
   QuicLbCodec codec(make_config(3, 9, 9, kVectorKey, true));
-  const std::string cid = encode_hex(codec, unhex("ed793a51d49b8f5fab"), unhex("ee080dbf48c0d1e55d"));
+  const std::string cid =
+      encode_hex(codec, unhex("ed793a51d49b8f5fab"), unhex("ee080dbf48c0d1e55d"));
   EXPECT_EQ(cid, "725779c9cc86beb3a3a4a3ca96fce4bfe0cdbc");
   // The vector as printed carries config 0 and so does not belong to config 3.
   EXPECT_EQ(decode_hex(codec, unhex("125779c9cc86beb3a3a4a3ca96fce4bfe0cdbc")), "unroutable");
