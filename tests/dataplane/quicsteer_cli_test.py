@@ -129,6 +129,12 @@ action: {{type: reflect}}
     check(r.returncode != 0 and "port 'nic'" in r.stderr and "0000:99:00.0" in r.stderr,
           f"missing PCI device is a clear error: {r.stderr.strip()[-200:]}")
 
+    # More queues than the driver offers (net_pcap has one RX queue per rx_pcap).
+    one = pcap_profile(pcap, "").replace(f",rx_pcap={pcap},infinite_rx=1", ",infinite_rx=1")
+    r = run([QUICSTEER, "--", "--profile", profile(tmp, one, "queues.yaml")])
+    check(r.returncode != 0 and "rx_queues 2 exceeds the driver's maximum of 1" in r.stderr,
+          f"too many queues for the driver is a clear error: {r.stderr.strip()[-200:]}")
+
     # An lcore EAL was not given.
     lc = profile(tmp, pcap_profile(pcap, "").replace("{id: 2,", "{id: 7,").replace("owner: 2}", "owner: 7}"), "lcore.yaml")
     r = run([QUICSTEER, "--", "--profile", lc])
