@@ -42,6 +42,7 @@ void ServerIdMap::build(
   while (size < 2 * routes.size()) size *= 2;
   slots_.assign(size, Slot{{0, 0}, 0, kNoOwner});
   mask_ = size - 1;
+  direct_.assign(std::size_t(2) << 16, kNoOwner);
   for (const auto& [id, owner] : routes) {
     if (id.empty() || id.size() > kMaxServerIdLen)
       throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
@@ -51,6 +52,10 @@ void ServerIdMap::build(
                                   " listed twice");
     std::uint64_t a, b;
     load_key(id.data(), id.size(), a, b);
+    if (id.size() <= 2) {
+      direct_[(id.size() - 1) << 16 | a] = owner;
+      continue;
+    }
     std::size_t i = hash(a, b, id.size()) & mask_;
     while (slots_[i].len != 0) i = (i + 1) & mask_;
     slots_[i] = Slot{{a, b}, std::uint8_t(id.size()), owner};

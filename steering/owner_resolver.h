@@ -46,7 +46,9 @@ struct Resolution {
   bool routed() const { return owner_index != kNoOwner; }
 };
 
-// Server ID -> owner index, an open-addressing table filled once.
+// Server ID -> owner index, filled once. One- and two-octet IDs (up to 65536
+// servers, the usual case) index a direct table; longer ones an
+// open-addressing hash table.
 class ServerIdMap {
  public:
   void build(const std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes);
@@ -128,6 +130,7 @@ class ServerIdMap {
     }
   }
   std::uint16_t find_key(std::uint64_t a, std::uint64_t b, std::size_t len) const {
+    if (len <= 2) return direct_.empty() ? kNoOwner : direct_[(len - 1) << 16 | a];
     if (slots_.empty()) return kNoOwner;
     for (std::size_t i = hash(a, b, len) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -139,6 +142,7 @@ class ServerIdMap {
     std::uint64_t h = (a ^ len) * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL;
     return std::size_t(h ^ h >> 29);
   }
+  std::vector<std::uint16_t> direct_;  // [0, 64Ki): one octet, [64Ki, 128Ki): two
   std::vector<Slot> slots_;  // at most half full, so a probe always ends
   std::size_t mask_ = 0;
 };
@@ -176,7 +180,7 @@ class OwnerResolver {
 
   // `readable`: how many octets from dcid on may be read (at least len); the
   // rest of the frame after the DCID lets the server ID be loaded wide.
-  Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len,
+  [[gnu::always_inline]] Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len,
                           std::size_t readable = 0) const {
     const Codepoint& cp = codepoints_[quic_lb_config_id(dcid[0])];
     if (cp.kind == Codepoint::kPlaintext) {
