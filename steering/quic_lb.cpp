@@ -195,7 +195,9 @@ void QuicLbCodec::four_pass_decode_many(const std::uint8_t* const* ciphertexts, 
     const std::size_t m = n - base < kBatch ? n - base : kBatch;
     for (std::size_t i = 0; i < m; ++i) shape.split(ciphertexts[base + i], left[i], right[i]);
     // Decryption runs the passes backwards: 4 (right -> left), 3 (left ->
-    // right), 2 (right -> left), then 1 (left -> right) only if needed.
+    // right), 2 (right -> left), then 1 (left -> right) only if needed. Each
+    // pass clears the nibble of the half it wrote (the draft's decode
+    // pseudocode clears left_1 after pass 3, a typo for right_1).
     for (std::uint8_t pass = 4; pass >= (fourth_pass ? 1 : 2); --pass) {
       const bool odd_pass = pass & 1;
       for (std::size_t i = 0; i < m; ++i)
