@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "dataplane/port.h"
 #include "dataplane/steer_meta.h"
@@ -88,7 +89,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   for (const auto& l : profile_.lcores) {
     auto ctx = std::make_unique<LcoreContext>();
     ctx->lcore_id = l.id;
-    ctx->stop = &stop_;
+    ctx->state = &state_;
     const auto it = std::find(owners.begin(), owners.end(), l.id);
     ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
     ctx->classifier = classifier_.get();
@@ -187,7 +188,7 @@ Dataplane::~Dataplane() {
 
 void Dataplane::launch() {
   if (running_) return;
-  stop_.store(false, std::memory_order_relaxed);
+  state_.store(RunState::kRun, std::memory_order_relaxed);
   start_tsc_ = rte_rdtsc();
   for (auto& c : lcores_) {
     const int rc = rte_eal_remote_launch(lcore_main, c.get(), c->lcore_id);
@@ -199,8 +200,23 @@ void Dataplane::launch() {
   running_ = true;
 }
 
+bool Dataplane::drained() const {
+  for (const auto& c : lcores_)
+    for (const auto& q : c->rx)
+      if (q->stats.parked_now.get() != 0) return false;
+  for (const auto& r : rings_)
+    if (!r->empty()) return false;
+  return true;
+}
+
 void Dataplane::stop() {
-  stop_.store(true, std::memory_order_relaxed);
+  if (running_) {
+    state_.store(RunState::kDrain, std::memory_order_relaxed);
+    const auto give_up = std::chrono::steady_clock::now() + kStopDrainLimit;
+    while (!drained() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  state_.store(RunState::kStop, std::memory_order_relaxed);
   for (auto& c : lcores_) rte_eal_wait_lcore(c->lcore_id);
   if (!running_) return;
   running_ = false;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,9 +28,12 @@ class Dataplane {
   Dataplane& operator=(const Dataplane&) = delete;
 
   void launch();
-  // Signals every lcore, joins them, then frees (and counts as shutdown
-  // drops) whatever is still parked or queued. Idempotent.
+  // Stops in two steps: first the lcores stop polling RX queues while parked
+  // and queued packets still reach their owners (at most kStopDrainLimit);
+  // then they stop, and whatever is still parked, queued or buffered is freed
+  // and counted as shutdown drops. Idempotent.
   void stop();
+  static constexpr std::chrono::milliseconds kStopDrainLimit{200};
   bool running() const { return running_; }
 
   StatsSnapshot snapshot() const;
@@ -45,6 +49,8 @@ class Dataplane {
   const std::vector<std::unique_ptr<LcoreContext>>& lcores() const { return lcores_; }
 
  private:
+  bool drained() const;  // no ticket held, every ring empty
+
   Profile profile_;
   rte_mempool* pool_ = nullptr;
   std::vector<std::uint16_t> port_ids_;  // by profile port index
@@ -59,7 +65,7 @@ class Dataplane {
   std::vector<RingInfo> ring_info_;
   std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::vector<std::unique_ptr<LcoreContext>> lcores_;
-  std::atomic<bool> stop_{false};
+  std::atomic<RunState> state_{RunState::kRun};
   bool running_ = false;
   std::uint64_t start_tsc_ = 0;
   std::uint64_t stop_tsc_ = 0;

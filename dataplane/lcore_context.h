@@ -22,6 +22,11 @@ namespace qs {
 
 using MbufRing = SpscRing<rte_mbuf*>;
 
+// What the main lcore asks of the data path. kDrain stops taking packets from
+// the RX queues but keeps everything else going, so that what is parked or
+// queued still reaches its owner before kStop.
+enum class RunState : int { kRun, kDrain, kStop };
+
 struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
@@ -33,7 +38,7 @@ struct alignas(kCacheLine) RxQueueContext {
 struct LcoreContext {
   unsigned lcore_id = 0;
   int owner_index = -1;  // -1: receives only
-  const std::atomic<bool>* stop = nullptr;
+  const std::atomic<RunState>* state = nullptr;
 
   // Receiving side.
   std::vector<std::unique_ptr<RxQueueContext>> rx;

@@ -222,9 +222,9 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
   return true;
 }
 
-unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now) {
+unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now, bool poll) {
   unsigned work = 0;
-  if (!retry_ticket(c, q, now, work)) return work;
+  if (!retry_ticket(c, q, now, work) || !poll) return work;
 
   rte_mbuf* pkts[kMaxBurst];
   const std::uint16_t n = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
@@ -306,14 +306,16 @@ int lcore_main(void* arg) {
   std::uint64_t prev_now = last_drain;
   bool prev_busy = false;
   unsigned idle = 0;
-  while (!c.stop->load(std::memory_order_relaxed)) {
+  RunState state;
+  while ((state = c.state->load(std::memory_order_relaxed)) != RunState::kStop) {
+    const bool poll_rx = state == RunState::kRun;
     const std::uint64_t now = rte_rdtsc();
     // The previous iteration's length, charged if it did work: no extra rdtsc.
     if (prev_busy) c.loop_stats.busy_cycles.add(now - prev_now);
     prev_now = now;
     unsigned work = 0;
     if (owner) work += drain_inbound(c, now);
-    for (auto& q : c.rx) work += service_rx_queue(c, *q, now);
+    for (auto& q : c.rx) work += service_rx_queue(c, *q, now, poll_rx);
 
     if (now - last_drain > c.tx_drain_tsc) {
       last_drain = now;
