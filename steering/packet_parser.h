@@ -222,7 +222,11 @@ inline void parse_quic(const std::uint8_t* __restrict data, std::size_t begin, s
       if (config.default_short_dcid_len() == 0) return void(r.verdict = Verdict::kQuic);
       return fail(MalformedReason::kEmptyShortDcid);
     }
-    const std::uint8_t dcid_len = config.short_dcid_len(q[1]);
+    // Server -> client, the DCID is the client's own CID: QUIC-LB says
+    // nothing about its first octet, so a client CID that happens to start
+    // with a config's codepoint (or 0b111) must not be measured by it.
+    const std::uint8_t dcid_len =
+        r.from_quic_port ? config.default_short_dcid_len() : config.short_dcid_len(q[1]);
     r.dcid_len = dcid_len;
     if (dcid_len > 20) return fail(MalformedReason::kCidTooLong);
     if (avail < 1u + dcid_len) return fail(MalformedReason::kTruncatedDcid);

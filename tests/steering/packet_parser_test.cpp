@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "steering/packet_classifier.h"
 #include "tests/steering/hex.h"
@@ -230,6 +231,48 @@ TEST(ParserZeroLengthCids, ShortHeaderWithEmptyDcidRoutesByTuple) {
     return;
   }
   FAIL() << "fixture short_header_without_dcid missing";
+}
+
+// A server -> client short header carries the client's CID, which QUIC-LB
+// does not describe: a client CID that starts like 0b111 with a self-encoded
+// length past 20 is still QUIC, measured by short_dcid_len. The same octets
+// sent to the server are a QUIC-LB CID and are held to the draft's rules.
+TEST(ParserDirections, ServerToClientShortHeaderIgnoresQuicLbLengthRules) {
+  SteeringConfig c;
+  c.short_dcid_len = 8;
+  QuicLbConfig lb;
+  lb.config_id = 0;
+  lb.server_id_len = 2;
+  lb.nonce_len = 6;
+  c.quic_lb = {lb};
+  const ParserConfig config(c);
+  auto frame = [](std::uint16_t sport, std::uint16_t dport) {
+    std::vector<std::uint8_t> f(14 + 20 + 8 + 1 + 8 + 16, 0);
+    f[12] = 0x08;  // IPv4
+    f[14] = 0x45;
+    const std::size_t ip_len = f.size() - 14, udp_len = ip_len - 20;
+    f[16] = std::uint8_t(ip_len >> 8);
+    f[17] = std::uint8_t(ip_len);
+    f[23] = 17;  // UDP
+    f[34] = std::uint8_t(sport >> 8);
+    f[35] = std::uint8_t(sport);
+    f[36] = std::uint8_t(dport >> 8);
+    f[37] = std::uint8_t(dport);
+    f[38] = std::uint8_t(udp_len >> 8);
+    f[39] = std::uint8_t(udp_len);
+    f[42] = 0x40;                                   // short header
+    for (std::size_t i = 43; i < 51; ++i) f[i] = 0xff;  // codepoint 0b111, "length 32"
+    return f;
+  };
+  const auto s2c = frame(443, 50000);
+  const ParsedPacket down = parse_packet(s2c.data(), s2c.size(), config);
+  EXPECT_EQ(down.verdict, Verdict::kQuic);
+  EXPECT_TRUE(down.from_quic_port);
+  EXPECT_EQ(down.dcid_len, 8);
+  const auto c2s = frame(50000, 443);
+  const ParsedPacket up = parse_packet(c2s.data(), c2s.size(), config);
+  EXPECT_EQ(up.verdict, Verdict::kMalformed);
+  EXPECT_EQ(up.reason, MalformedReason::kCidTooLong);
 }
 
 TEST(ParserNames, EveryReasonHasAName) {
