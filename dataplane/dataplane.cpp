@@ -104,6 +104,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     ctx->tx_drain_tsc = us_to_tsc(profile_.action.tx_drain_us);
     ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
     ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
+    ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
     ctx->idle_polls_before_sleep = profile_.polling.idle_polls_before_sleep;
     for (const auto& ref : l.rx) {
       auto q = std::make_unique<RxQueueContext>();

@@ -73,6 +73,7 @@ struct LcoreContext {
   std::uint64_t tx_drain_tsc = 0;
   std::uint64_t idle_timeout_tsc = 0;
   std::uint32_t idle_sleep_us = 0;
+  std::uint64_t idle_sleep_tsc = 0;
   std::uint32_t idle_polls_before_sleep = 256;
 };
 

@@ -305,7 +305,8 @@ int lcore_main(void* arg) {
   std::uint64_t last_drain = rte_rdtsc();
   std::uint64_t prev_now = last_drain;
   bool prev_busy = false;
-  unsigned idle = 0;
+  unsigned idle = 0;           // empty iterations in a row
+  std::uint64_t idle_since = 0;
   RunState state;
   while ((state = c.state->load(std::memory_order_relaxed)) != RunState::kStop) {
     const bool poll_rx = state == RunState::kRun;
@@ -331,17 +332,25 @@ int lcore_main(void* arg) {
     prev_busy = work != 0;
     if (work != 0) {
       idle = 0;
-    } else if (c.idle_sleep_us != 0 && ++idle >= c.idle_polls_before_sleep) {
-      idle = 0;
-      if (owner) flush_tx(c);
-      c.loop_stats.idle_sleeps.add();
-      if (c.doorbell != nullptr) {
-        sleep_on_doorbell(c);
-      } else {
-        rte_delay_us_sleep(c.idle_sleep_us);
-      }
-    } else {
+      continue;
+    }
+    if (idle++ == 0) idle_since = now;
+    // Waking a doorbell sleeper costs the producer a syscall, so an owner
+    // sleeps on it only once it has been idle for as long as one nap: short
+    // gaps between bursts are spun through.
+    const bool nap = c.idle_sleep_us != 0 && idle >= c.idle_polls_before_sleep &&
+                     (c.doorbell == nullptr || now - idle_since >= c.idle_sleep_tsc);
+    if (!nap) {
       rte_pause();
+      continue;
+    }
+    idle = 0;
+    if (owner) flush_tx(c);
+    c.loop_stats.idle_sleeps.add();
+    if (c.doorbell != nullptr) {
+      sleep_on_doorbell(c);
+    } else {
+      rte_delay_us_sleep(c.idle_sleep_us);
     }
   }
   return 0;
