@@ -20,10 +20,11 @@ fi
 ninja -C build quicsteer quicgen >/dev/null
 
 # Every capture under results/ that the profile replays is generated from the
-# profile itself (its QUIC port and QUIC-LB config), once.
+# profile itself (its QUIC port and QUIC-LB config), again whenever the profile
+# or quicgen is newer than the capture.
 mkdir -p results
 for pcap in $(grep -o 'rx_pcap=results/[^,"]*' "$profile" | cut -d= -f2 | sort -u); do
-  if [ ! -s "$pcap" ]; then
+  if [ ! -s "$pcap" ] || [ "$profile" -nt "$pcap" ] || [ build/quicgen -nt "$pcap" ]; then
     echo "run.sh: generating $pcap with build/quicgen"
     # net_pcap holds every frame of the capture in mbufs (per RX queue), so
     # the demo capture stays a few thousand frames.
