@@ -10,7 +10,7 @@
 # distorts the numbers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build="$root/build"
+build="${QS_BUILD_DIR:-$root/build}"   # QS_BUILD_DIR: another plain build directory
 
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$root" >/dev/null
