@@ -292,6 +292,12 @@ void sleep_on_doorbell(LcoreContext& c) {
   if (c.doorbell->sleep(kLongestSleep) == Doorbell::Wake::kRung) c.loop_stats.doorbell_wakes.add();
 }
 
+bool all_queues_parked(const LcoreContext& c) {
+  for (const auto& q : c.rx)
+    if (!q->ticket.held()) return false;
+  return !c.rx.empty();
+}
+
 void flush_tx(LcoreContext& c) {
   for (std::uint16_t port : c.tx_ports)
     c.owner_stats.tx.add(rte_eth_tx_buffer_flush(port, std::uint16_t(c.owner_index), c.tx_buffer[port]));
@@ -337,9 +343,13 @@ int lcore_main(void* arg) {
     if (idle++ == 0) idle_since = now;
     // Waking a doorbell sleeper costs the producer a syscall, so an owner
     // sleeps on it only once it has been idle for as long as one nap: short
-    // gaps between bursts are spun through.
-    const bool nap = c.idle_sleep_us != 0 && idle >= c.idle_polls_before_sleep &&
-                     (c.doorbell == nullptr || now - idle_since >= c.idle_sleep_tsc);
+    // gaps between bursts are spun through. A receiver whose every queue is
+    // parked has nothing to poll until its owners drain to the low watermark,
+    // which takes far longer than a nap: it naps at once.
+    const bool nap = c.idle_sleep_us != 0 &&
+                     ((idle >= c.idle_polls_before_sleep &&
+                       (c.doorbell == nullptr || now - idle_since >= c.idle_sleep_tsc)) ||
+                      (!owner && all_queues_parked(c)));
     if (!nap) {
       rte_pause();
       continue;

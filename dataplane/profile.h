@@ -64,8 +64,11 @@ enum class BackpressurePolicy { kPark, kDrop, kShedNew };
 
 struct BackpressureConfig {
   BackpressurePolicy policy = BackpressurePolicy::kPark;
-  std::uint32_t high_watermark = 0;  // ring occupancy that stops hand-off; 0 = ring size
-  std::uint32_t low_watermark = 0;   // occupancy under which parked traffic resumes; 0 = size / 2
+  // Ring occupancy that stops hand-off, and occupancy at or below which parked
+  // packets go back. The loader always fills both (defaults: the ring size,
+  // and half of the lower of ring size and high watermark).
+  std::uint32_t high_watermark = 0;
+  std::uint32_t low_watermark = 0;
   std::uint32_t park_timeout_us = 10000;
 };
 
