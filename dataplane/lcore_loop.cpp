@@ -143,6 +143,15 @@ inline unsigned handoff_budget(const LcoreContext& c, const MbufRing& ring, std:
   return occupancy >= c.high_watermark ? 0u : unsigned(c.high_watermark - occupancy);
 }
 
+// The first packet parked issues the ticket: the queue stops being polled.
+inline void park(RxQueueContext& q, rte_mbuf* m, std::uint16_t owner, std::uint64_t now) {
+  if (!q.ticket.held()) {
+    q.stats.parks.add();
+    q.stats.parked_now.set(1);
+  }
+  q.ticket.park(m, owner, now);
+}
+
 void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf** pkts, unsigned n,
               std::uint64_t now) {
   MbufRing& ring = *c.out_rings[owner];
@@ -162,11 +171,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
       count_drop(q.stats.drops, DropReason::kRingFull, rest);
       return;
     case BackpressurePolicy::kPark:
-      if (!q.ticket.held()) {
-        q.stats.parks.add();
-        q.stats.parked_now.set(1);
-      }
-      for (unsigned i = took; i < n; ++i) q.ticket.park(pkts[i], owner, now);
+      for (unsigned i = took; i < n; ++i) park(q, pkts[i], owner, now);
       q.stats.parked_packets.add(rest);
       return;
     case BackpressurePolicy::kShedNew: {
@@ -176,11 +181,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
           rte_pktmbuf_free(pkts[i]);
           count_drop(q.stats.drops, DropReason::kShedNew);
         } else {
-          if (!q.ticket.held()) {
-            q.stats.parks.add();
-            q.stats.parked_now.set(1);
-          }
-          q.ticket.park(pkts[i], owner, now);
+          park(q, pkts[i], owner, now);
           ++parked;
         }
       }
