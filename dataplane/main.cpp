@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dataplane/dataplane.h"
+#include "dataplane/eal_init.h"
 #include "dataplane/profile.h"
 
 namespace {
@@ -122,14 +123,11 @@ void fall_back_to_no_huge(const qs::Profile& p, std::vector<std::string>& eal) {
 }
 
 int run(const qs::Profile& profile, std::vector<std::string> eal_args, const AppArgs& args) {
-  std::vector<std::string> eal{"quicsteer"};
-  eal.insert(eal.end(), eal_args.begin(), eal_args.end());
-  fall_back_to_no_huge(profile, eal);
-  std::vector<char*> argv;
-  for (auto& s : eal) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  if (rte_eal_init(int(argv.size() - 1), argv.data()) < 0) {
-    std::fprintf(stderr, "quicsteer: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+  fall_back_to_no_huge(profile, eal_args);
+  try {
+    qs::init_eal("quicsteer", eal_args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
   std::signal(SIGINT, on_signal);

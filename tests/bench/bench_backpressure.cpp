@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/eal_init.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 
@@ -480,13 +481,11 @@ int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   // Three lcores on the two CPUs, placed so that the owner has a CPU to
   // itself and the light ones (generator, receiver) share the other.
-  std::vector<std::string> args{"bench_backpressure", "--lcores", "0@1,1@1,2@0", "--no-huge", "-m", "1024",
-                                "--no-shconf", "--no-pci", "--log-level", "*:warning"};
-  std::vector<char*> eal;
-  for (auto& a : args) eal.push_back(a.data());
-  eal.push_back(nullptr);
-  if (rte_eal_init(int(args.size()), eal.data()) < 0) {
-    std::fprintf(stderr, "bench_backpressure: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+  try {
+    qs::init_eal("bench_backpressure", {"--lcores", "0@1,1@1,2@0", "--no-huge", "-m", "1024", "--no-shconf",
+                                        "--no-pci", "--log-level", "*:warning"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
   int status = 1;

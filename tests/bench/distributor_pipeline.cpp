@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/eal_init.h"
 #include "dataplane/connection_table.h"
 #include "dataplane/counter.h"
 #include "dataplane/mbuf_classifier.h"
@@ -422,7 +423,7 @@ int run(const qs::Profile& profile, const AppArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> eal{argv[0]}, app;
+  std::vector<std::string> eal, app;
   bool after = false;
   for (int i = 1; i < argc; ++i) {
     if (!after && std::strcmp(argv[i], "--") == 0) {
@@ -440,11 +441,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  std::vector<char*> argv_eal;
-  for (auto& s : eal) argv_eal.push_back(s.data());
-  argv_eal.push_back(nullptr);
-  if (rte_eal_init(int(argv_eal.size() - 1), argv_eal.data()) < 0) {
-    std::fprintf(stderr, "distributor_pipeline: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+  try {
+    qs::init_eal("distributor_pipeline", eal);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
   int status = 1;

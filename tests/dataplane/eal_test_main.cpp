@@ -4,7 +4,8 @@
 // tests use turn on the idle back-off so that everything progresses.
 #include <gtest/gtest.h>
 #include <rte_eal.h>
-#include <rte_errno.h>
+
+#include "dataplane/eal_init.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,13 +17,11 @@ namespace {
 class EalEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    std::vector<std::string> args{"quicsteer-test", "--lcores", "(0-3)@(0,1)", "--no-huge", "-m", "1024",
-                                  "--no-shconf", "--no-pci", "--log-level", "*:warning"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (rte_eal_init(int(args.size()), argv.data()) < 0) {
-      std::fprintf(stderr, "EAL init failed: %s\n", rte_strerror(rte_errno));
+    try {
+      qs::init_eal("quicsteer-test", {"--lcores", "(0-3)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf",
+                                      "--no-pci", "--log-level", "*:warning"});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
       std::exit(1);
     }
   }
