@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "dataplane/connection_stage.h"
 #include "dataplane/lcore_context.h"
 #include "dataplane/steer_meta.h"
 
@@ -58,22 +59,6 @@ void reflect(rte_mbuf* m, const SteerMeta& meta) {
   udp->dst_port = port;
 }
 
-void read_four_tuple(rte_mbuf* m, const SteerMeta& meta, FourTuple& t) {
-  std::memset(&t, 0, sizeof t);
-  const auto* l3 = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset);
-  if (meta.flags & kSteerMetaIpv6) {
-    t.ipv6 = 1;
-    std::memcpy(t.src_addr, l3 + 8, 16);
-    std::memcpy(t.dst_addr, l3 + 24, 16);
-  } else {
-    std::memcpy(t.src_addr, l3 + 12, 4);
-    std::memcpy(t.dst_addr, l3 + 16, 4);
-  }
-  const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, meta.l4_offset);
-  t.src_port = udp->src_port;
-  t.dst_port = udp->dst_port;
-}
-
 // The connection stage: this owner's shard of state, then the action.
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
@@ -81,29 +66,7 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
     rte_mbuf* m = pkts[i];
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
     const SteerMeta& meta = *steer_meta(m);
-    if (meta.flags & kSteerMetaQuic) {
-      const auto* cid = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
-      bool created = false;
-      const std::uint32_t hash = ConnectionTable::hash_cid(cid, meta.dcid_len, c.cid_hash_seed);
-      Connection* conn = c.connections->find_or_insert(hash, cid, meta.dcid_len, now, created);
-      if (conn != nullptr) {
-        FourTuple t;
-        read_four_tuple(m, meta, t);
-        if (created) {
-          conn->tuple = t;
-          s.connections.add();
-        } else if (!(conn->tuple == t)) {
-          conn->tuple = t;
-          ++conn->migrations;
-          s.migrations.add();
-        }
-        conn->last_seen_tsc = now;
-        ++conn->packets;
-        conn->bytes += m->pkt_len;
-      } else {
-        s.connections_untracked.add();
-      }
-    }
+    count_tracked(s, track_connection(*c.connections, c.cid_hash_seed, m, meta, now));
     if (c.cost_cycles != 0) spin_cycles(c.cost_cycles);
     switch (c.action) {
       case OwnerAction::kSink:

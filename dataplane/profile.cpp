@@ -3,6 +3,7 @@
 // Everything here is control path (runs once, before EAL): errors are
 // ProfileError exceptions carrying "FILE:LINE:COL: KEY: what is wrong".
 #include "dataplane/profile.h"
+#include "steering/hex.h"
 
 #include <yaml-cpp/anchor.h>
 #include <yaml-cpp/eventhandler.h>
@@ -775,16 +776,6 @@ class DocumentStarts : public YAML::EventHandler {
   void OnMapEnd() override {}
 };
 
-std::string hex_string(const std::uint8_t* data, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < n; ++i) {
-    s += kDigits[data[i] >> 4];
-    s += kDigits[data[i] & 0xf];
-  }
-  return s;
-}
-
 }  // namespace
 
 const char* flow_control_name(FlowControl fc) {
@@ -927,7 +918,7 @@ std::string dump_profile(const Profile& p) {
     out << YAML::Key << "config_id" << YAML::Value << unsigned(c.config_id);
     out << YAML::Key << "server_id_len" << YAML::Value << unsigned(c.server_id_len);
     out << YAML::Key << "nonce_len" << YAML::Value << unsigned(c.nonce_len);
-    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << hex_string(c.key->data(), 16);
+    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(c.key->data(), 16);
     out << YAML::Key << "len_self_encode" << YAML::Value << YAML::TrueFalseBool << c.len_self_encode;
     out << YAML::EndMap;
   }
@@ -936,13 +927,13 @@ std::string dump_profile(const Profile& p) {
   for (const ServerRoute& r : s.server_routes) {
     out << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "server_id" << YAML::Value << YAML::DoubleQuoted
-        << hex_string(r.server_id.data(), r.server_id.size());
+        << to_hex(r.server_id.data(), r.server_id.size());
     out << YAML::Key << "owner" << YAML::Value << r.owner_lcore;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
   out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << hex_string(s.fallback_key.data(), 16);
+  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(s.fallback_key.data(), 16);
   out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
   out << YAML::EndMap;
   out << YAML::EndMap;

@@ -1,4 +1,5 @@
 #include "steering/owner_resolver.h"
+#include "steering/hex.h"
 
 #include <algorithm>
 #include <set>
@@ -7,16 +8,6 @@
 
 namespace qs {
 namespace {
-
-std::string hex(const std::vector<std::uint8_t>& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::uint8_t b : bytes) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
 
 std::vector<unsigned> checked_owners(const SteeringConfig& config) {
   if (config.owner_lcores.empty())
@@ -45,10 +36,10 @@ void ServerIdMap::build(
   direct_.assign(std::size_t(2) << 16, kNoOwner);
   for (const auto& [id, owner] : routes) {
     if (id.empty() || id.size() > kMaxServerIdLen)
-      throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
+      throw std::invalid_argument("steering.server_routes: server ID " + to_hex(id) +
                                   " must be 1..15 octets");
     if (find(id.data(), id.size()) != kNoOwner)
-      throw std::invalid_argument("steering.server_routes: server ID " + hex(id) +
+      throw std::invalid_argument("steering.server_routes: server ID " + to_hex(id) +
                                   " listed twice");
     std::uint64_t a, b;
     load_key(id.data(), id.size(), a, b);
@@ -85,11 +76,11 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
   for (const ServerRoute& route : config.server_routes) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), route.owner_lcore);
     if (owner == owner_lcores_.end())
-      throw std::invalid_argument("steering.server_routes: server ID " + hex(route.server_id) +
+      throw std::invalid_argument("steering.server_routes: server ID " + to_hex(route.server_id) +
                                   " routes to lcore " + std::to_string(route.owner_lcore) +
                                   ", which is not an owner");
     if (!sid_lengths.count(std::uint8_t(route.server_id.size())))
-      throw std::invalid_argument("steering.server_routes: server ID " + hex(route.server_id) +
+      throw std::invalid_argument("steering.server_routes: server ID " + to_hex(route.server_id) +
                                   " has " + std::to_string(route.server_id.size()) +
                                   " octets, which no QUIC-LB config's server_id_len matches");
     routes.emplace_back(route.server_id, std::uint16_t(owner - owner_lcores_.begin()));

@@ -18,6 +18,7 @@
 #include "steering/packet_classifier.h"
 #include "steering/packet_parser.h"
 #include "steering/quic_lb.h"
+#include "steering/hex.h"
 
 namespace {
 
@@ -74,25 +75,7 @@ std::vector<std::uint8_t> parse_hex(std::string_view what, const std::string& te
   if (text.size() % 2 != 0)
     throw UsageError(std::string(what) + ": odd number of hex digits in '" + text + "'");
   std::vector<std::uint8_t> out;
-  for (std::size_t i = 0; i < text.size(); i += 2) {
-    const auto nibble = [&](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      throw UsageError(std::string(what) + ": '" + text + "' is not hex");
-    };
-    out.push_back(std::uint8_t(nibble(text[i]) << 4 | nibble(text[i + 1])));
-  }
-  return out;
-}
-
-std::string to_hex(const std::uint8_t* data, std::size_t len) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < len; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
+  if (!qs::from_hex(text, out)) throw UsageError(std::string(what) + ": '" + text + "' is not hex");
   return out;
 }
 
@@ -185,7 +168,7 @@ int run_encode(Args& args) {
                      " octets (--nonce-len), got " + std::to_string(nonce->size()));
   std::uint8_t cid[qs::kMaxCidLen];
   codec.encode(server_id->data(), nonce->data(), cid, std::uint8_t(first_octet_bits));
-  std::cout << to_hex(cid, codec.cid_len()) << '\n';
+  std::cout << qs::to_hex(cid, codec.cid_len()) << '\n';
   return 0;
 }
 
@@ -205,7 +188,7 @@ int run_decode(Args& args) {
     throw UsageError("CID: expected 1..20 octets, got " + std::to_string(cid->size()));
   std::uint8_t server_id[16];
   if (codec.decode(cid->data(), cid->size(), server_id)) {
-    std::cout << to_hex(server_id, codec.server_id_len()) << '\n';
+    std::cout << qs::to_hex(server_id, codec.server_id_len()) << '\n';
   } else {
     std::cout << "unroutable\n";
   }
@@ -272,9 +255,9 @@ int run_classify(Args& args) {
         char text[16];
         std::snprintf(text, sizeof text, "0x%08x", p.version);
         version = text;
-        scid = to_hex(p.scid(data), p.scid_len);
+        scid = qs::to_hex(p.scid(data), p.scid_len);
       }
-      dcid = to_hex(p.dcid(data), p.dcid_len);
+      dcid = qs::to_hex(p.dcid(data), p.dcid_len);
     }
     if (classifier) {
       const qs::Resolution r = classifier->resolver().resolve(data, p);

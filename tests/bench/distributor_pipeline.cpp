@@ -46,8 +46,10 @@
 #include <vector>
 
 #include "dataplane/eal_init.h"
+#include "dataplane/connection_stage.h"
 #include "dataplane/connection_table.h"
 #include "dataplane/counter.h"
+#include "dataplane/lcore_stats.h"
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/parking_ticket.h"  // kMaxBurst
 #include "dataplane/port.h"
@@ -73,14 +75,6 @@ struct alignas(qs::kCacheLine) DistributorStats {
   qs::Counter process_cycles;  // TSC cycles inside rte_distributor_process
 };
 
-struct alignas(qs::kCacheLine) WorkerStats {
-  qs::Counter processed;
-  qs::Counter tx;
-  qs::Counter tx_dropped;
-  qs::Counter connections;
-  qs::Counter migrations;
-  qs::Counter untracked;
-};
 
 struct Shared {
   rte_distributor* dist = nullptr;
@@ -106,12 +100,12 @@ struct WorkerLcore {
   std::unique_ptr<qs::ConnectionTable> connections;
   std::uint64_t cid_hash_seed = 0;
   std::uint64_t tx_drain_tsc = 0;
-  WorkerStats stats;
+  qs::OwnerStats stats;  // the owners' counters: same stage, same names
 };
 
 void count_unsent(rte_mbuf** unsent, std::uint16_t count, void* userdata) {
   rte_pktmbuf_free_bulk(unsent, count);
-  static_cast<WorkerStats*>(userdata)->tx_dropped.add(count);
+  static_cast<qs::OwnerStats*>(userdata)->drops[std::size_t(qs::DropReason::kTxFull)].add(count);
 }
 
 int distributor_main(void* arg) {
@@ -160,52 +154,13 @@ int distributor_main(void* arg) {
   return 0;
 }
 
-void read_four_tuple(rte_mbuf* m, const qs::SteerMeta& meta, qs::FourTuple& t) {
-  std::memset(&t, 0, sizeof t);
-  const auto* l3 = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset);
-  if (meta.flags & qs::kSteerMetaIpv6) {
-    t.ipv6 = 1;
-    std::memcpy(t.src_addr, l3 + 8, 16);
-    std::memcpy(t.dst_addr, l3 + 24, 16);
-  } else {
-    std::memcpy(t.src_addr, l3 + 12, 4);
-    std::memcpy(t.dst_addr, l3 + 16, 4);
-  }
-  const auto* udp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l4_offset);
-  std::memcpy(&t.src_port, udp, 2);
-  std::memcpy(&t.dst_port, udp + 2, 2);
-}
-
-// The same connection stage as a quicsteer owner's (dataplane/lcore_loop.cpp,
-// run_connection_stage with action forward and no synthetic cost).
+// The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
+// as run_connection_stage uses it with action forward and no synthetic cost).
 void connection_stage(WorkerLcore& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-    const qs::SteerMeta& meta = *qs::steer_meta(m);
-    if (meta.flags & qs::kSteerMetaQuic) {
-      const auto* cid = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
-      bool created = false;
-      const std::uint32_t hash = qs::ConnectionTable::hash_cid(cid, meta.dcid_len, w.cid_hash_seed);
-      qs::Connection* conn = w.connections->find_or_insert(hash, cid, meta.dcid_len, now, created);
-      if (conn != nullptr) {
-        qs::FourTuple t;
-        read_four_tuple(m, meta, t);
-        if (created) {
-          conn->tuple = t;
-          w.stats.connections.add();
-        } else if (!(conn->tuple == t)) {
-          conn->tuple = t;
-          ++conn->migrations;
-          w.stats.migrations.add();
-        }
-        conn->last_seen_tsc = now;
-        ++conn->packets;
-        conn->bytes += m->pkt_len;
-      } else {
-        w.stats.untracked.add();
-      }
-    }
+    qs::count_tracked(w.stats, qs::track_connection(*w.connections, w.cid_hash_seed, m, *qs::steer_meta(m), now));
     w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, std::uint16_t(w.id), w.tx_buffer, m));
   }
   w.stats.processed.add(n);
@@ -286,7 +241,7 @@ Totals read_totals(const DistributorLcore& dl, const std::vector<std::unique_ptr
   for (const auto& w : workers) {
     t.processed += w->stats.processed.get();
     t.tx += w->stats.tx.get();
-    t.tx_dropped += w->stats.tx_dropped.get();
+    t.tx_dropped += w->stats.drops[std::size_t(qs::DropReason::kTxFull)].get();
   }
   return t;
 }
@@ -395,10 +350,10 @@ int run(const qs::Profile& profile, const AppArgs& args) {
       << ",\n  \"processed\": " << final_totals.processed << ",\n  \"tx\": " << final_totals.tx
       << ",\n  \"tx_dropped\": " << final_totals.tx_dropped << ",\n  \"workers\": [";
     for (unsigned i = 0; i < shared.workers; ++i) {
-      const WorkerStats& s = workers[i]->stats;
+      const qs::OwnerStats& s = workers[i]->stats;
       o << (i ? ",\n" : "\n") << "    {\"lcore\": " << profile.lcores[i + 1].id << ", \"processed\": " << s.processed.get()
         << ", \"tx\": " << s.tx.get() << ", \"connections\": " << s.connections.get()
-        << ", \"migrations\": " << s.migrations.get() << ", \"untracked\": " << s.untracked.get() << "}";
+        << ", \"migrations\": " << s.migrations.get() << ", \"untracked\": " << s.connections_untracked.get() << "}";
     }
     o << "\n  ],\n  \"accounted\": " << (accounted ? "true" : "false") << ",\n  \"mbufs\": {\"total\": " << pool->size
       << ", \"leaked\": " << leaked << "}\n}\n";

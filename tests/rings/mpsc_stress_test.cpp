@@ -54,13 +54,7 @@ StressResult run_mpsc_stress(std::size_t capacity, std::uint64_t per_producer, u
         std::uint64_t next = 0;
         const std::uint64_t tag = std::uint64_t{id} << kIdShift;
         while (next < per_producer && !abort.load(std::memory_order_relaxed)) {
-          const auto want = static_cast<unsigned>(
-              std::min<std::uint64_t>(1 + rng() % max_batch, per_producer - next));
-          batch.clear();
-          for (unsigned i = 0; i < want; ++i) batch.emplace_back(tag | (next + i));
-          const bool bulk = rng() % 4 == 0;
-          const unsigned got =
-              bulk ? ring.enqueue_bulk(batch.data(), want) : ring.enqueue_burst(batch.data(), want);
+          const unsigned got = qs::test::offer_random_batch(ring, rng, batch, tag, next, per_producer - next, max_batch);
           if (got == 0) {
             backoff.wait();
             continue;

@@ -51,13 +51,7 @@ StressResult run_spsc_stress(std::size_t capacity, std::uint64_t total, unsigned
       Backoff backoff;
       std::uint64_t next = 0;
       while (next < total && !abort.load(std::memory_order_relaxed)) {
-        const auto want = static_cast<unsigned>(
-            std::min<std::uint64_t>(1 + rng() % max_batch, total - next));
-        batch.clear();
-        for (unsigned i = 0; i < want; ++i) batch.emplace_back(next + i);
-        const bool bulk = rng() % 4 == 0;
-        const unsigned got =
-            bulk ? ring.enqueue_bulk(batch.data(), want) : ring.enqueue_burst(batch.data(), want);
+        const unsigned got = qs::test::offer_random_batch(ring, rng, batch, 0, next, total - next, max_batch);
         if (got == 0) {
           backoff.wait();
           continue;

@@ -3,6 +3,7 @@
 // fails the test instead of hanging CI.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -58,6 +60,20 @@ class Backoff {
 // stalled and calls on_stall, which must make the test's threads give up. If
 // the test still has not finished 10 s later, the process exits with an error
 // rather than hang CI.
+// One producer step of the stress tests: a batch of 1..max_batch items (no
+// more than `remaining`), values tag|first, tag|first+1, ..., offered with a
+// bulk enqueue one time in four and a burst enqueue otherwise. Returns how
+// many the ring took (0: full).
+template <class Ring, class T, class Rng>
+unsigned offer_random_batch(Ring& ring, Rng& rng, std::vector<T>& batch, std::uint64_t tag,
+                            std::uint64_t first, std::uint64_t remaining, unsigned max_batch) {
+  const auto want = static_cast<unsigned>(std::min<std::uint64_t>(1 + rng() % max_batch, remaining));
+  batch.clear();
+  for (unsigned i = 0; i < want; ++i) batch.emplace_back(tag | (first + i));
+  const bool bulk = rng() % 4 == 0;
+  return bulk ? ring.enqueue_bulk(batch.data(), want) : ring.enqueue_burst(batch.data(), want);
+}
+
 class StallWatchdog {
  public:
   StallWatchdog(std::string what, const std::atomic<std::uint64_t>& progress,

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "steering/hex.h"
+
 namespace qs::test {
 
 inline std::vector<std::uint8_t> unhex(std::string_view text) {
@@ -20,15 +22,7 @@ inline std::vector<std::uint8_t> unhex(std::string_view text) {
   return out;
 }
 
-inline std::string hex(const std::uint8_t* data, std::size_t len) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < len; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
-}
+inline std::string hex(const std::uint8_t* data, std::size_t len) { return qs::to_hex(data, len); }
 
 inline std::string hex(const std::vector<std::uint8_t>& v) { return hex(v.data(), v.size()); }
 

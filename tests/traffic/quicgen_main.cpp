@@ -15,6 +15,7 @@
 #include "dataplane/profile.h"
 #include "tests/traffic/quic_traffic.h"
 #include "tests/traffic/traffic_profile.h"
+#include "steering/hex.h"
 
 namespace {
 
@@ -85,22 +86,10 @@ double parse_fraction(const std::string& name, const std::string& text) {
 }
 
 std::vector<std::uint8_t> parse_hex(const std::string& name, const std::string& text) {
-  std::string digits = text.rfind("0x", 0) == 0 ? text.substr(2) : text;
+  const std::string_view digits = text.rfind("0x", 0) == 0 ? std::string_view(text).substr(2) : std::string_view(text);
   if (digits.empty() || digits.size() % 2) throw UsageError(name + ": expected an even number of hex digits");
   std::vector<std::uint8_t> out;
-  for (std::size_t i = 0; i < digits.size(); i += 2) {
-    unsigned value = 0;
-    const auto [end, ec] = std::from_chars(digits.data() + i, digits.data() + i + 2, value, 16);
-    if (ec != std::errc() || end != digits.data() + i + 2) throw UsageError(name + ": not hex: '" + text + "'");
-    out.push_back(std::uint8_t(value));
-  }
-  return out;
-}
-
-std::string hex(const std::vector<std::uint8_t>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (auto b : bytes) out += digits[b >> 4], out += digits[b & 15];
+  if (!qs::from_hex(digits, out)) throw UsageError(name + ": not hex: '" + text + "'");
   return out;
 }
 
@@ -115,8 +104,8 @@ void write_truth(const std::string& path, const qs::traffic::Traffic& traffic) {
     std::snprintf(version, sizeof version, "%08x", unsigned(p.version));
     out << ++index << ',' << p.timestamp_ns << ',' << p.connection << ','
         << (p.direction == qs::traffic::Direction::kClientToServer ? "c2s" : "s2c") << ','
-        << qs::traffic::to_string(p.kind) << ',' << int(p.coalesced) << ',' << version << ',' << hex(p.dcid) << ','
-        << int(p.dcid_server_chosen) << ',' << hex(p.server_id) << ',' << int(p.post_migration) << ',' << p.detail
+        << qs::traffic::to_string(p.kind) << ',' << int(p.coalesced) << ',' << version << ',' << qs::to_hex(p.dcid) << ','
+        << int(p.dcid_server_chosen) << ',' << qs::to_hex(p.server_id) << ',' << int(p.post_migration) << ',' << p.detail
         << '\n';
   }
   out.close();
