@@ -61,6 +61,23 @@ PreparedTraffic quic_only_traffic(std::uint32_t connections, const SteeringConfi
   return prepare(o, 2, steering);
 }
 
+// The pipeline layout end to end: its profile, QUIC traffic steered by that
+// profile, a ring port, one run.
+struct PipelineRun {
+  PreparedTraffic t;
+  ScenarioResult r;
+};
+
+PipelineRun run_pipeline(const Layout& l, std::uint32_t connections, std::uint64_t seed,
+                         const RunOptions& options = {}) {
+  const std::string yaml = pipeline_profile(l);
+  PipelineRun run{quic_only_traffic(connections, steering_of(yaml), seed), {}};
+  RingPort port(2, 128, 2, 1 << 17);
+  Scenario s(yaml, port);
+  run.r = s.run(run.t.frames, run.t.queue_of, options);
+  return run;
+}
+
 // What one owner sends of one connection from one RX queue leaves in arrival
 // order. (A connection's first flight and its later packets go to different
 // owners, and the test drains the owners' TX rings one after the other, so
@@ -83,11 +100,7 @@ std::uint64_t drops(const ScenarioResult& r, DropReason why) { return r.stats.dr
 TEST(Backpressure, ParkIsLosslessAndPushesBackOnTheSender) {
   Layout l;
   l.slow_cost = 6000;  // the slow owner handles a fraction of what the sender offers
-  const std::string yaml = pipeline_profile(l);
-  const PreparedTraffic t = quic_only_traffic(2000, steering_of(yaml), 11);
-  RingPort port(2, 128, 2, 1 << 17);
-  Scenario s(yaml, port);
-  const ScenarioResult r = s.run(t.frames, t.queue_of);
+  const auto [t, r] = run_pipeline(l, 2000, 11);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.sent, t.frames.size());
@@ -108,11 +121,7 @@ TEST(Backpressure, DropPolicyDropsWhatTheRingRejectsAndCountsIt) {
   Layout l;
   l.policy = "drop";
   l.slow_cost = 6000;
-  const std::string yaml = pipeline_profile(l);
-  const PreparedTraffic t = quic_only_traffic(2000, steering_of(yaml), 12);
-  RingPort port(2, 128, 2, 1 << 17);
-  Scenario s(yaml, port);
-  const ScenarioResult r = s.run(t.frames, t.queue_of);
+  const auto [t, r] = run_pipeline(l, 2000, 12);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_GT(drops(r, DropReason::kRingFull), 0u);
@@ -132,11 +141,7 @@ TEST(Backpressure, ShedNewDropsOnlyConnectionOpenersWhileEstablishedTrafficFlows
   Layout l;
   l.policy = "shed-new";
   l.slow_cost = 6000;
-  const std::string yaml = pipeline_profile(l);
-  const PreparedTraffic t = quic_only_traffic(3000, steering_of(yaml), 13);
-  RingPort port(2, 128, 2, 1 << 17);
-  Scenario s(yaml, port);
-  const ScenarioResult r = s.run(t.frames, t.queue_of);
+  const auto [t, r] = run_pipeline(l, 3000, 13);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   const std::uint64_t shed = drops(r, DropReason::kShedNew);
@@ -283,15 +288,11 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
 // (woken by the doorbell, not left until a timer).
 TEST(Backpressure, IdleOwnersSleepOnTheDoorbellAndWakeForTraffic) {
   Layout l;
-  const std::string yaml = pipeline_profile(l);
-  const PreparedTraffic t = quic_only_traffic(100, steering_of(yaml), 17);
-  RingPort port(2, 128, 2, 1 << 16);
-  Scenario s(yaml, port);
   RunOptions paced;
   paced.after_send = [](std::size_t i) {
     if (i % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   };
-  const ScenarioResult r = s.run(t.frames, t.queue_of, paced);
+  const auto [t, r] = run_pipeline(l, 100, 17, paced);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.stats.drops_sum(), 0u);
