@@ -11,7 +11,6 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_prefetch.h>
 #include <rte_udp.h>
 
 #include <algorithm>
@@ -62,11 +61,7 @@ void reflect(rte_mbuf* m, const SteerMeta& meta) {
 // The connection stage: this owner's shard of state, then the action.
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  for (unsigned i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-    const SteerMeta& meta = *steer_meta(m);
-    count_tracked(s, track_connection(*c.connections, c.cid_hash_seed, m, meta, now));
+  run_connection_burst(*c.connections, c.cid_hash_seed, pkts, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
     if (c.cost_cycles != 0) spin_cycles(c.cost_cycles);
     switch (c.action) {
       case OwnerAction::kSink:
@@ -74,16 +69,14 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
         s.sunk.add();
         break;
       case OwnerAction::kForward:
-        s.tx.add(rte_eth_tx_buffer(c.forward_port, std::uint16_t(c.owner_index),
-                                   c.tx_buffer[c.forward_port], m));
+        s.tx.add(rte_eth_tx_buffer(c.forward_port, std::uint16_t(c.owner_index), c.tx_buffer[c.forward_port], m));
         break;
       case OwnerAction::kReflect:
         reflect(m, meta);
         s.tx.add(rte_eth_tx_buffer(m->port, std::uint16_t(c.owner_index), c.tx_buffer[m->port], m));
         break;
     }
-  }
-  s.processed.add(n);
+  });
 }
 
 unsigned drain_inbound(LcoreContext& c, std::uint64_t now) {

@@ -28,7 +28,6 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_pause.h>
-#include <rte_prefetch.h>
 #include <rte_random.h>
 
 #include <atomic>
@@ -157,13 +156,9 @@ int distributor_main(void* arg) {
 // The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
 // as run_connection_stage uses it with action forward and no synthetic cost).
 void connection_stage(WorkerLcore& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
-  for (unsigned i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-    qs::count_tracked(w.stats, qs::track_connection(*w.connections, w.cid_hash_seed, m, *qs::steer_meta(m), now));
+  qs::run_connection_burst(*w.connections, w.cid_hash_seed, pkts, n, now, w.stats, [&](rte_mbuf* m, const qs::SteerMeta&) {
     w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, std::uint16_t(w.id), w.tx_buffer, m));
-  }
-  w.stats.processed.add(n);
+  });
 }
 
 int worker_main(void* arg) {

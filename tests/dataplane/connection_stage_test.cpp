@@ -1,0 +1,148 @@
+// The owner's connection stage (dataplane/connection_stage.h) against a
+// reference model: quicgen traffic with migrations and NAT rebindings goes
+// through MbufClassifier (which leaves the SteerMeta) and run_connection_burst
+// in bursts of every shape, and the counts of new connections, migrations and
+// untracked packets must be what a plain map of DCID -> 4-tuple says. The
+// stage works in passes over a burst, so bursts of 1, odd sizes and more than
+// its 64-packet chunk are all run; the action must see every packet once, in
+// order.
+#include <gtest/gtest.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/connection_stage.h"
+#include "dataplane/mbuf_classifier.h"
+#include "dataplane/profile.h"
+#include "dataplane/steer_meta.h"
+#include "tests/dataplane/test_traffic.h"
+
+namespace qs {
+namespace {
+
+SteeringConfig steering() {
+  const std::string yaml =
+      "ports:\n  - {name: p, device: \"net_null0\"}\nlcores:\n  - {id: 1, rx: [\"p:0\"], owner: true}\n"
+      "  - {id: 2, owner: true}\n" +
+      test::steering_yaml({1, 2}) + "action: {type: sink}\n";
+  return parse_profile(yaml, "stage.yaml").steering;
+}
+
+struct Expected {
+  std::uint64_t connections = 0, migrations = 0, untracked = 0, not_quic = 0;
+};
+
+// What the stage must count: a table of at most `max` CIDs, never expired.
+Expected model(const std::vector<rte_mbuf*>& pkts, std::uint32_t max) {
+  Expected e;
+  std::map<std::string, FourTuple> table;
+  for (rte_mbuf* m : pkts) {
+    const SteerMeta& meta = *steer_meta(m);
+    if (!(meta.flags & kSteerMetaQuic)) {
+      ++e.not_quic;
+      continue;
+    }
+    const std::uint8_t* cid = dcid_of(m, meta);
+    const std::string key(reinterpret_cast<const char*>(cid), meta.dcid_len);
+    FourTuple t;
+    read_four_tuple(m, meta, t);
+    const auto it = table.find(key);
+    if (it == table.end()) {
+      if (table.size() >= max) {
+        ++e.untracked;
+        continue;
+      }
+      table.emplace(key, t);
+      ++e.connections;
+    } else if (!(it->second == t)) {
+      it->second = t;
+      ++e.migrations;
+    }
+  }
+  return e;
+}
+
+class ConnectionStageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    register_steer_meta();
+    static int instance = 0;
+    pool_ = rte_pktmbuf_pool_create(("stage_test_" + std::to_string(instance++)).c_str(), 8191, 0, 0,
+                                    RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    ASSERT_NE(pool_, nullptr) << rte_strerror(rte_errno);
+    auto options = test::traffic_options(300, 2, 7);
+    options.migrate = 0.2;
+    options.nat_rebind = 0.2;
+    traffic_ = traffic::generate_traffic(options);
+    const MbufClassifier classifier(steering());
+    for (const auto& p : traffic_.packets) {
+      rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+      ASSERT_NE(m, nullptr);
+      char* data = rte_pktmbuf_append(m, std::uint16_t(p.frame.size()));
+      ASSERT_NE(data, nullptr);
+      std::memcpy(data, p.frame.data(), p.frame.size());
+      std::uint16_t owner;
+      RxClass cls;
+      classifier.classify(&m, 1, &owner, &cls);
+      pkts_.push_back(m);
+    }
+  }
+  void TearDown() override {
+    for (rte_mbuf* m : pkts_) rte_pktmbuf_free(m);
+    rte_mempool_free(pool_);
+  }
+
+  // Runs every packet through the stage in bursts cycling through `sizes`;
+  // checks that the action saw each packet once, in order.
+  void run(ConnectionTable& table, const std::vector<unsigned>& sizes, OwnerStats& stats) {
+    std::vector<rte_mbuf*> seen;
+    std::size_t next = 0;
+    for (std::size_t k = 0; next < pkts_.size(); ++k) {
+      const unsigned n = unsigned(std::min<std::size_t>(sizes[k % sizes.size()], pkts_.size() - next));
+      run_connection_burst(table, 0x1234, pkts_.data() + next, n, 1000 + k, stats,
+                           [&](rte_mbuf* m, const SteerMeta&) { seen.push_back(m); });
+      next += n;
+    }
+    EXPECT_EQ(seen, pkts_);
+  }
+
+  rte_mempool* pool_ = nullptr;
+  traffic::Traffic traffic_;
+  std::vector<rte_mbuf*> pkts_;
+};
+
+TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
+  const Expected want = model(pkts_, 1u << 20);
+  ASSERT_GT(want.connections, 600u);  // client Initial DCIDs and server CIDs
+  ASSERT_GT(want.migrations, 50u);
+  ASSERT_GT(want.not_quic, 0u);
+  for (const auto& sizes : std::vector<std::vector<unsigned>>{{1}, {7, 3}, {32}, {64}, {100, 1, 65}}) {
+    ConnectionTable table(1u << 16);
+    OwnerStats s;
+    run(table, sizes, s);
+    EXPECT_EQ(s.connections.get(), want.connections) << "bursts of " << sizes[0];
+    EXPECT_EQ(s.migrations.get(), want.migrations) << "bursts of " << sizes[0];
+    EXPECT_EQ(s.connections_untracked.get(), 0u);
+    EXPECT_EQ(s.processed.get(), pkts_.size());
+    EXPECT_EQ(table.size(), want.connections);
+  }
+}
+
+TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
+  const Expected want = model(pkts_, 100);
+  ASSERT_GT(want.untracked, 0u);
+  ConnectionTable table(100);
+  OwnerStats s;
+  run(table, {32}, s);
+  EXPECT_EQ(s.connections.get(), 100u);
+  EXPECT_EQ(s.migrations.get(), want.migrations);
+  EXPECT_EQ(s.connections_untracked.get(), want.untracked);
+}
+
+}  // namespace
+}  // namespace qs
