@@ -9,7 +9,8 @@
 #                quicsteer with those profiles (lossless and drop carry their
 #                synthetic owner cost: they show the policies, not the ceiling)
 #   split        the demo profile with lcore 1 receiving both queues and lcore
-#                2 the only owner: every packet crosses a ring
+#                2 the only owner: every packet crosses a ring; once more on
+#                DPDK's stack mempool driver (EAL --mbuf-pool-ops-name stack)
 #   distributor  the DPDK-native alternative: tests/bench/distributor_pipeline
 #                (rte_distributor burst mode, same classification and owner work)
 # then tests/bench/bench_backpressure (park vs drop under an offered load one
@@ -130,8 +131,13 @@ run_testpmd() {
 for r in $(seq 1 "$runs"); do
   echo "e2e: run $r/$runs"
   run_testpmd "$work/testpmd-$r.txt"
-  for p in demo split lossless drop; do
-    "$build/quicsteer" "${eal[@]}" -- --profile "$work/$p.yaml" --duration "$seconds" \
+  for p in demo split split_stack lossless drop; do
+    # split_stack: the split profile on DPDK's stack mempool driver, whose LIFO
+    # hands the receiver back the mbufs the owner freed last, still warm.
+    extra=()
+    profile=$p
+    if [ "$p" = split_stack ]; then extra=(--mbuf-pool-ops-name stack); profile=split; fi
+    "$build/quicsteer" "${eal[@]}" "${extra[@]}" -- --profile "$work/$profile.yaml" --duration "$seconds" \
       --stats-json "$work/$p-$r.json" > "$work/$p-$r.txt" 2>&1 ||
       { echo "e2e.sh: quicsteer $p failed:" >&2; tail -20 "$work/$p-$r.txt" >&2; exit 1; }
   done

@@ -23,6 +23,7 @@ CONFIGS = [
     ("testpmd", "testpmd io (baseline)", 2),
     ("demo", "quicsteer demo", 2),
     ("split", "quicsteer split (1 rx + 1 owner)", 1),
+    ("split_stack", "quicsteer split, stack mempool", 1),
     ("lossless", "quicsteer lossless (owner cost 3000)", 2),
     ("drop", "quicsteer drop (owner cost 3000)", 2),
     ("distributor", "rte_distributor pipeline", 1),
@@ -103,7 +104,7 @@ def collect(work, runs):
     for r in range(1, runs + 1):
         rx, tx = parse_testpmd(os.path.join(work, f"testpmd-{r}.txt"))
         per["testpmd"].append({"rx_mpps": rx, "tx_mpps": tx, "software_drop_pct": 0.0, "unclassifiable_pct": 0.0})
-        for name in ("demo", "split", "lossless", "drop"):
+        for name in ("demo", "split", "split_stack", "lossless", "drop"):
             per[name].append(quicsteer_run(os.path.join(work, f"{name}-{r}.json")))
         per["distributor"].append(distributor_run(os.path.join(work, f"distributor-{r}.json")))
     return per
@@ -128,7 +129,7 @@ def summarise(per, tsc_hz):
             "software_drop_pct": spread([x["software_drop_pct"] for x in runs]),
             "unclassifiable_pct": spread([x["unclassifiable_pct"] for x in runs]),
         }
-        if name == "split":
+        if name in ("split", "split_stack"):
             entry["receiving_lcore_mpps"] = spread([x["lcore1_rx_mpps"] for x in runs])
         if name == "distributor":
             entry["distributor_cycles_per_packet"] = spread([x["distributor_cycles_per_packet"] for x in runs])
@@ -167,6 +168,8 @@ def main():
     ratios = {
         "e2e_vs_testpmd": med("demo", "mpps_per_receiving_lcore") / med("testpmd", "mpps_per_receiving_lcore"),
         "receiver_vs_testpmd": med("split", "receiving_lcore_mpps") / med("testpmd", "mpps_per_receiving_lcore"),
+        "receiver_vs_testpmd_stack_mempool": med("split_stack", "receiving_lcore_mpps")
+        / med("testpmd", "mpps_per_receiving_lcore"),
         "e2e_vs_distributor": med("demo", "rx_mpps") / med("distributor", "rx_mpps"),
         "park_vs_drop_goodput": bp["ratios"]["park_vs_drop_goodput"],
         "park_vs_drop_cycles_per_offered": bp["ratios"]["park_vs_drop_cycles_per_offered"],
