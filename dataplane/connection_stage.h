@@ -1,5 +1,6 @@
 // The owner's per-packet bookkeeping: find (or create) the packet's
-// connection in this owner's shard and follow a change of 4-tuple. Shared by
+// connection in this owner's shard and follow a change of 4-tuple, a burst at
+// a time (run_connection_burst). Shared by
 // the owner lcores and the rte_distributor baseline, which must do exactly
 // the same work to be a fair comparison.
 #pragma once
@@ -87,9 +88,10 @@ inline void count_tracked(OwnerStats& s, Tracked outcome) {
 //      receiving lcore; here their header lines (data_off, pkt_len; pool,
 //      next and the SteerMeta dynfield) are cold, and the frame cannot even
 //      be located before line 0 arrives;
-//   2. the frames' header lines, as far as the DCID reaches;
+//   2. the frames' header lines, as far as the DCID reaches (the 4-tuple
+//      lies before it);
 //   3. DCID hashes, and the table slots they select;
-// and then the bookkeeping proper, which finds everything in L1.
+// and then the bookkeeping proper, whose loads were all asked for already.
 template <typename Act>
 inline void run_connection_burst(ConnectionTable& table, std::uint64_t cid_hash_seed, rte_mbuf* const* pkts,
                                  unsigned n, std::uint64_t now, OwnerStats& stats, Act&& act) {
