@@ -24,16 +24,6 @@ std::string device_name(const PortConfig& cfg) {
   return cfg.device.substr(0, cfg.device.find(','));
 }
 
-void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
-                       const rte_eth_desc_lim& lim) {
-  if (want > lim.nb_max || want < lim.nb_min)
-    fail(cfg, std::string(dir) + "_descriptors " + std::to_string(want) + " is outside the driver's range " +
-                  std::to_string(lim.nb_min) + ".." + std::to_string(lim.nb_max));
-  if (lim.nb_align > 1 && want % lim.nb_align != 0)
-    fail(cfg, std::string(dir) + "_descriptors " + std::to_string(want) + " is not a multiple of " +
-                  std::to_string(lim.nb_align) + ", which the driver requires");
-}
-
 void apply_flow_control(std::uint16_t port_id, const PortConfig& cfg) {
   if (cfg.flow_control == FlowControl::kNone) return;
   rte_eth_fc_conf fc{};
@@ -57,6 +47,16 @@ void apply_flow_control(std::uint16_t port_id, const PortConfig& cfg) {
 }
 
 }  // namespace
+
+void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
+                       const rte_eth_desc_lim& lim) {
+  if (want > lim.nb_max || want < lim.nb_min)
+    fail(cfg, std::string(dir) + "_descriptors " + std::to_string(want) + " is outside the driver's range " +
+                  std::to_string(lim.nb_min) + ".." + std::to_string(lim.nb_max));
+  if (lim.nb_align > 1 && want % lim.nb_align != 0)
+    fail(cfg, std::string(dir) + "_descriptors " + std::to_string(want) + " is not a multiple of " +
+                  std::to_string(lim.nb_align) + ", which the driver requires");
+}
 
 std::uint16_t find_or_probe_port(const PortConfig& cfg) {
   const std::string name = device_name(cfg);

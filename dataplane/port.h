@@ -9,6 +9,7 @@
 #include "dataplane/profile.h"
 
 struct rte_mempool;
+struct rte_eth_desc_lim;
 
 namespace qs {
 
@@ -25,6 +26,11 @@ std::uint16_t find_or_probe_port(const PortConfig& cfg);
 // on port_id and starts it. Prints one line per port saying what is in force
 // (RSS hash types, flow control accepted or not, the back-pressure mode).
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool);
+
+// Throws PortError unless `want` descriptors (dir: "rx" or "tx") lie in the
+// driver's range and meet its alignment. Used by configure_and_start_port.
+void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
+                       const rte_eth_desc_lim& lim);
 
 // Stops and closes the port; a vdev that was hot-plugged is removed too.
 void stop_and_close_port(std::uint16_t port_id);
