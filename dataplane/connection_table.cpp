@@ -1,19 +1,47 @@
 #include "dataplane/connection_table.h"
 
 #include <bit>
+#include <cstdlib>
+#include <new>
+#include <type_traits>
 #include <stdexcept>
 
 namespace qs {
 
-ConnectionTable::ConnectionTable(std::uint32_t max_connections) : max_(max_connections) {
+namespace {
+
+std::uint32_t slot_count_for(std::uint32_t max_connections) {
   if (max_connections == 0 || max_connections > (1u << 28))
     throw std::invalid_argument("connection table: max_connections must be 1..2^28");
   // At most half full keeps linear probes short.
-  const std::uint32_t slots = std::bit_ceil(std::uint64_t(max_connections) * 2) > (1u << 29)
-                                  ? (1u << 29)
-                                  : std::uint32_t(std::bit_ceil(std::uint64_t(max_connections) * 2));
-  slots_ = std::make_unique<Connection[]>(slots);
+  return std::uint32_t(std::bit_ceil(std::uint64_t(max_connections) * 2));
+}
+
+}  // namespace
+
+SlotMemory heap_slot_memory() {
+  return SlotMemory{
+      [](std::size_t bytes, void*) -> void* { return std::aligned_alloc(alignof(Connection), bytes); },
+      [](void* memory, void*) { std::free(memory); }, nullptr};
+}
+
+std::size_t ConnectionTable::memory_bytes(std::uint32_t max_connections) {
+  return std::size_t(slot_count_for(max_connections)) * sizeof(Connection);
+}
+
+ConnectionTable::ConnectionTable(std::uint32_t max_connections, SlotMemory memory)
+    : memory_(memory), max_(max_connections) {
+  const std::uint32_t slots = slot_count_for(max_connections);
+  void* raw = memory_.allocate(std::size_t(slots) * sizeof(Connection), memory_.context);
+  if (raw == nullptr) throw std::bad_alloc();
+  slots_ = static_cast<Connection*>(raw);
+  for (std::uint32_t i = 0; i < slots; ++i) ::new (static_cast<void*>(slots_ + i)) Connection{};
   mask_ = slots - 1;
+}
+
+ConnectionTable::~ConnectionTable() {
+  static_assert(std::is_trivially_destructible_v<Connection>);
+  memory_.release(slots_, memory_.context);
 }
 
 std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed) {

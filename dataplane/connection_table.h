@@ -3,12 +3,16 @@
 // Only the owning lcore touches its table, so there are no locks and no
 // atomics. Open addressing with linear probing, kept at most half full, with
 // backward-shift deletion (no tombstones, so probe lengths do not decay as
-// connections come and go). All memory is allocated at construction.
+// connections come and go). All memory is allocated at construction, from
+// where SlotMemory says: the C++ heap by default; the dataplane passes EAL
+// memory on the owner's NUMA socket (hugepages on bare metal), because every
+// lookup in a large shard is a cache miss and should be neither a remote-socket
+// access nor a TLB miss.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 
 #include "steering/quic_lb.h"  // kMaxCidLen
 
@@ -39,11 +43,29 @@ struct alignas(64) Connection {
 };
 static_assert(sizeof(Connection) == 128);
 
+// Where a table's slots live. allocate returns `bytes` of memory aligned to
+// 64 bytes, or nullptr; release gives it back.
+struct SlotMemory {
+  void* (*allocate)(std::size_t bytes, void* context);
+  void (*release)(void* memory, void* context);
+  void* context = nullptr;
+};
+
+// The C++ heap.
+SlotMemory heap_slot_memory();
+
 class ConnectionTable {
  public:
   // max_connections: the most entries held at once (the table has at least
-  // twice as many slots). Throws std::bad_alloc / std::invalid_argument.
-  explicit ConnectionTable(std::uint32_t max_connections);
+  // twice as many slots). Throws std::bad_alloc when `memory` has no room,
+  // std::invalid_argument on a bad size.
+  explicit ConnectionTable(std::uint32_t max_connections, SlotMemory memory = heap_slot_memory());
+  ~ConnectionTable();
+  ConnectionTable(const ConnectionTable&) = delete;
+  ConnectionTable& operator=(const ConnectionTable&) = delete;
+
+  // Bytes of slot memory a table of max_connections takes.
+  static std::size_t memory_bytes(std::uint32_t max_connections);
 
   // A keyed hash for CIDs; the seed is chosen at start-up so that a client
   // cannot precompute colliding CIDs.
@@ -74,7 +96,8 @@ class ConnectionTable {
  private:
   void erase_slot(std::uint32_t slot);
 
-  std::unique_ptr<Connection[]> slots_;
+  SlotMemory memory_;
+  Connection* slots_ = nullptr;
   std::uint32_t mask_ = 0;
   std::uint32_t size_ = 0;
   std::uint32_t max_ = 0;

@@ -56,6 +56,26 @@ void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
 
 }  // namespace
 
+std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore) {
+  const unsigned socket = rte_lcore_to_socket_id(lcore);
+  // The socket travels in the context pointer: no state to keep alive.
+  const SlotMemory eal_memory{
+      [](std::size_t bytes, void* context) {
+        return rte_zmalloc_socket("qs_connections", bytes, RTE_CACHE_LINE_SIZE,
+                                  int(reinterpret_cast<std::uintptr_t>(context)));
+      },
+      [](void* memory, void*) { rte_free(memory); },
+      reinterpret_cast<void*>(std::uintptr_t(socket))};
+  try {
+    return std::make_unique<ConnectionTable>(max_connections, eal_memory);
+  } catch (const std::bad_alloc&) {
+    const std::size_t mb = (ConnectionTable::memory_bytes(max_connections) + (1u << 20) - 1) >> 20;
+    throw std::runtime_error("cannot allocate the connection table of lcore " + std::to_string(lcore) + " (" +
+                             std::to_string(mb) + " MB on socket " + std::to_string(socket) +
+                             "): raise EAL -m / --socket-mem or lower action.max_connections");
+  }
+}
+
 Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   register_steer_meta();
   check_lcores(profile_);
@@ -153,9 +173,12 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   }
 
   // Owners: connection shard and TX buffers on their own TX queue.
+  std::printf("owners: %zu, each with a connection table of %u entries (%zu MB of EAL memory on its socket)\n",
+              owners.size(), profile_.action.max_connections,
+              (ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
   for (auto& c : lcores_) {
     if (c->owner_index < 0) continue;
-    c->connections = std::make_unique<ConnectionTable>(profile_.action.max_connections);
+    c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
     c->tx_buffer.assign(RTE_MAX_ETHPORTS, nullptr);
     std::vector<std::uint16_t> tx_profile_ports;
     if (profile_.action.type == OwnerAction::kForward) {

@@ -19,6 +19,10 @@ struct rte_mempool;
 
 namespace qs {
 
+// An owner's connection shard in EAL memory on that lcore's NUMA socket.
+// Throws std::runtime_error naming the size and socket when EAL has no room.
+std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore);
+
 class Dataplane {
  public:
   // Throws (PortError, std::runtime_error) with a message for the operator.

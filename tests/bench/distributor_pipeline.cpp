@@ -47,6 +47,7 @@
 #include "dataplane/eal_init.h"
 #include "dataplane/connection_stage.h"
 #include "dataplane/connection_table.h"
+#include "dataplane/dataplane.h"  // make_connection_table
 #include "dataplane/counter.h"
 #include "dataplane/lcore_stats.h"
 #include "dataplane/mbuf_classifier.h"
@@ -284,7 +285,7 @@ int run(const qs::Profile& profile, const AppArgs& args) {
     w->shared = &shared;
     w->id = i;
     w->tx_port = port_ids[std::size_t(profile.action.tx_port)];
-    w->connections = std::make_unique<qs::ConnectionTable>(profile.action.max_connections);
+    w->connections = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
     w->cid_hash_seed = seed;
     w->tx_drain_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
     w->tx_buffer = static_cast<rte_eth_dev_tx_buffer*>(

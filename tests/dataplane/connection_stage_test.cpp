@@ -5,9 +5,11 @@
 // untracked packets must be what a plain map of DCID -> 4-tuple says. The
 // stage works in passes over a burst, so bursts of 1, odd sizes and more than
 // its 64-packet chunk are all run; the action must see every packet once, in
-// order.
+// order. Also: the dataplane's shards come from EAL memory on the owner's
+// socket, and one too large for EAL is a clear error.
 #include <gtest/gtest.h>
 #include <rte_errno.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
 
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "dataplane/connection_stage.h"
+#include "dataplane/dataplane.h"  // make_connection_table
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/profile.h"
 #include "dataplane/steer_meta.h"
@@ -142,6 +145,35 @@ TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
   EXPECT_EQ(s.connections.get(), 100u);
   EXPECT_EQ(s.migrations.get(), want.migrations);
   EXPECT_EQ(s.connections_untracked.get(), want.untracked);
+}
+
+// The dataplane's shards live in EAL memory on the owner's socket, and a shard
+// EAL cannot hold is a clear start-up error naming the fix.
+TEST(ConnectionTableInEalMemory, ComesFromTheOwnersSocketHeap) {
+  const unsigned lcore = 1;
+  const int socket = int(rte_lcore_to_socket_id(lcore));
+  rte_malloc_socket_stats before{}, during{};
+  ASSERT_EQ(rte_malloc_get_socket_stats(socket, &before), 0);
+  {
+    const auto table = make_connection_table(100000, lcore);
+    ASSERT_EQ(rte_malloc_get_socket_stats(socket, &during), 0);
+    EXPECT_GE(during.heap_allocsz_bytes - before.heap_allocsz_bytes, ConnectionTable::memory_bytes(100000));
+  }
+  rte_malloc_socket_stats after{};
+  ASSERT_EQ(rte_malloc_get_socket_stats(socket, &after), 0);
+  EXPECT_EQ(after.heap_allocsz_bytes, before.heap_allocsz_bytes);
+}
+
+TEST(ConnectionTableInEalMemory, TooLargeForEalIsAClearError) {
+  // 2^24 connections take 4 GB; these tests give EAL 1 GB.
+  try {
+    make_connection_table(1u << 24, 1);
+    FAIL() << "a 4 GB table fit in 1 GB of EAL memory";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("connection table of lcore 1 (4096 MB on socket"), std::string::npos) << what;
+    EXPECT_NE(what.find("raise EAL -m / --socket-mem or lower action.max_connections"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

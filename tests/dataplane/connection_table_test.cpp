@@ -2,7 +2,9 @@
 // expire, and deletion that keeps every remaining entry reachable.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <set>
 #include <vector>
@@ -90,6 +92,54 @@ TEST(ConnectionTable, HashIsKeyedAndSpreads) {
     buckets.insert(ConnectionTable::hash_cid(k.data(), 8, 9) & 1023);
   }
   EXPECT_GT(buckets.size(), 950u);  // 4096 keys over 1024 buckets leave ~18 empty
+}
+
+// The slots come from the memory the owner of the table says, all of it at
+// construction, and go back once; no room is std::bad_alloc, never a table
+// that fails later.
+struct CountingMemory {
+  std::size_t allocated_bytes = 0;
+  void* block = nullptr;
+  int releases = 0;
+  bool refuse = false;
+  SlotMemory memory() {
+    return SlotMemory{[](std::size_t bytes, void* ctx) -> void* {
+                        auto& m = *static_cast<CountingMemory*>(ctx);
+                        if (m.refuse) return nullptr;
+                        m.allocated_bytes = bytes;
+                        m.block = std::aligned_alloc(64, bytes);
+                        return m.block;
+                      },
+                      [](void* p, void* ctx) {
+                        auto& m = *static_cast<CountingMemory*>(ctx);
+                        EXPECT_EQ(p, m.block);
+                        ++m.releases;
+                        std::free(p);
+                      },
+                      this};
+  }
+};
+
+TEST(ConnectionTable, TakesItsSlotsFromTheMemoryItIsGiven) {
+  CountingMemory m;
+  {
+    ConnectionTable t(1000, m.memory());
+    EXPECT_EQ(m.allocated_bytes, ConnectionTable::memory_bytes(1000));
+    EXPECT_EQ(m.allocated_bytes, 2048u * 128u);  // 2 x 1000 rounded up to a power of two, 128 bytes each
+    const auto c = cid_of(5);
+    bool created = false;
+    ASSERT_NE(t.find_or_insert(ConnectionTable::hash_cid(c.data(), 8, 1), c.data(), 8, 1, created), nullptr);
+    EXPECT_TRUE(created);
+    EXPECT_EQ(m.releases, 0);
+  }
+  EXPECT_EQ(m.releases, 1);
+}
+
+TEST(ConnectionTable, NoRoomIsBadAlloc) {
+  CountingMemory m;
+  m.refuse = true;
+  EXPECT_THROW(ConnectionTable(1000, m.memory()), std::bad_alloc);
+  EXPECT_EQ(m.releases, 0);
 }
 
 }  // namespace
