@@ -104,6 +104,37 @@ class ConnectionTable {
   std::uint32_t sweep_ = 0;
 };
 
+// Paces ConnectionTable::expire: one whole sweep of the shard per `period`
+// TSC cycles, however irregularly housekeeping runs (an idle lcore naps, a
+// preempted one stalls). An entry then goes at most one period after its idle
+// timeout, and a large shard costs a cache miss per slot only as often as
+// that needs, not on every tick.
+class SweepPacer {
+ public:
+  static constexpr unsigned kMaxSlotsPerCall = 1024;  // bounds one tick's work
+
+  SweepPacer(std::uint32_t slot_count, std::uint64_t period_tsc)
+      : slots_(slot_count), period_(period_tsc == 0 ? 1 : period_tsc) {}
+
+  // Slots to sweep now, `elapsed_tsc` after the previous call. Credit left
+  // over by kMaxSlotsPerCall carries to the next call, up to one sweep.
+  unsigned due(std::uint64_t elapsed_tsc) {
+    // 128 bits: 2^25 slots times a day of TSC cycles does not fit in 64.
+    const unsigned __int128 one_sweep = static_cast<unsigned __int128>(slots_) * period_;
+    credit_ += static_cast<unsigned __int128>(elapsed_tsc < period_ ? elapsed_tsc : period_) * slots_;
+    if (credit_ > one_sweep) credit_ = one_sweep;
+    unsigned __int128 n = credit_ / period_;
+    if (n > kMaxSlotsPerCall) n = kMaxSlotsPerCall;
+    credit_ -= n * period_;
+    return unsigned(n);
+  }
+
+ private:
+  std::uint64_t slots_;
+  std::uint64_t period_;
+  unsigned __int128 credit_ = 0;
+};
+
 inline Connection* ConnectionTable::find(std::uint32_t hash, const std::uint8_t* cid, unsigned len) {
   for (std::uint32_t i = hash & mask_;; i = (i + 1) & mask_) {
     Connection& c = slots_[i];

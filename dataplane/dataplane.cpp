@@ -179,6 +179,8 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   for (auto& c : lcores_) {
     if (c->owner_index < 0) continue;
     c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
+    // Expiry may run up to a quarter of the idle timeout late.
+    c->sweep = std::make_unique<SweepPacer>(c->connections->slot_count(), c->idle_timeout_tsc / 4);
     c->tx_buffer.assign(RTE_MAX_ETHPORTS, nullptr);
     std::vector<std::uint16_t> tx_profile_ports;
     if (profile_.action.type == OwnerAction::kForward) {

@@ -53,6 +53,7 @@ struct LcoreContext {
   // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
   Doorbell* doorbell = nullptr;
   std::unique_ptr<ConnectionTable> connections;
+  std::unique_ptr<SweepPacer> sweep;  // one sweep of `connections` per idle_timeout / 4
   std::uint64_t cid_hash_seed = 0;
   // TX buffers by DPDK port id (forward: the TX port; reflect: every RX port),
   // each for this owner's own TX queue (= owner index).

@@ -282,11 +282,12 @@ int lcore_main(void* arg) {
     for (auto& q : c.rx) work += service_rx_queue(c, *q, now, poll_rx);
 
     if (now - last_drain > c.tx_drain_tsc) {
+      const std::uint64_t since_tick = now - last_drain;
       last_drain = now;
       if (owner) {
         flush_tx(c);
-        // Housekeeping off the per-packet path: a slice of the shard per tick.
-        const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, 64);
+        // Housekeeping off the per-packet path: a paced slice of the shard.
+        const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, c.sweep->due(since_tick));
         if (expired) c.owner_stats.connections_expired.add(expired);
         c.owner_stats.connections_live.set(c.connections->size());
       }

@@ -23,6 +23,7 @@
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/profile.h"
 #include "dataplane/steer_meta.h"
+#include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 
 namespace qs {
@@ -145,6 +146,34 @@ TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
   EXPECT_EQ(s.connections.get(), 100u);
   EXPECT_EQ(s.migrations.get(), want.migrations);
   EXPECT_EQ(s.connections_untracked.get(), want.untracked);
+}
+
+// In the running data path, idle connections expire: with a 40 ms idle
+// timeout, once the traffic stops every connection an owner created is
+// removed again by the paced sweep, and the shards end empty.
+TEST(ConnectionExpiry, IdleConnectionsLeaveTheRunningShards) {
+  test::RingPort port(2, 1024, 2, 4096);
+  const std::string yaml =
+      "ports:\n  - {name: wire, device: \"{DEVICE}\", rx_queues: 2, tx_queues: 2, rss: false}\n"
+      "mempool: {mbufs: 8191, cache: 64}\n"
+      "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n  - {id: 2, rx: [\"wire:1\"], owner: true}\n" +
+      test::steering_yaml({1, 2}) +
+      "action: {type: forward, tx_port: wire, idle_timeout_ms: 40}\n"
+      "polling: {idle_sleep_us: 20, idle_polls_before_sleep: 32}\n"
+      "stats: {period_ms: 0}\n";
+  test::Scenario scenario(yaml, port);
+  const auto traffic = test::prepare(test::traffic_options(100, 2, 11), 2, steering());
+  test::RunOptions options;
+  options.stall_limit = std::chrono::seconds(20);  // a hang detector: expiry takes about 50 ms
+  options.keep_running_until = [](const StatsSnapshot& s) {
+    return s.owner_total.connections > 0 && s.owner_total.connections_expired == s.owner_total.connections;
+  };
+  const auto r = scenario.run(traffic.frames, traffic.queue_of, options);
+  ASSERT_FALSE(r.stalled) << "connections never expired: " << r.stats.owner_total.connections_expired << " of "
+                          << r.stats.owner_total.connections;
+  EXPECT_GT(r.stats.owner_total.connections, 200u);
+  EXPECT_EQ(r.stats.owner_total.connections_live, 0u);
+  EXPECT_EQ(r.mbufs_leaked, 0);
 }
 
 // The dataplane's shards live in EAL memory on the owner's socket, and a shard

@@ -142,5 +142,43 @@ TEST(ConnectionTable, NoRoomIsBadAlloc) {
   EXPECT_EQ(m.releases, 0);
 }
 
+// Expiry pacing: one whole sweep per period, whatever the tick pattern.
+TEST(SweepPacer, SweepsTheShardOncePerPeriodWhateverTheTicks) {
+  constexpr std::uint32_t kSlots = 131072;
+  constexpr std::uint64_t kPeriod = 7'500'000;  // e.g. a 30 s idle timeout / 4 at 1 MHz
+  for (std::uint64_t tick : {1ull, 100ull, 999ull, 25'000ull}) {
+    SweepPacer pacer(kSlots, kPeriod);
+    std::uint64_t swept = 0;
+    for (std::uint64_t t = 0; t + tick <= kPeriod; t += tick) swept += pacer.due(tick);
+    const std::uint64_t leftover_time = kPeriod % tick;
+    swept += pacer.due(leftover_time);
+    EXPECT_NEAR(double(swept), double(kSlots), 1.0) << "tick " << tick;
+  }
+}
+
+TEST(SweepPacer, IrregularTicksAddUp) {
+  SweepPacer pacer(1000, 1'000'000);
+  std::mt19937_64 rng(3);
+  std::uint64_t t = 0, swept = 0;
+  while (t < 10'000'000) {
+    const std::uint64_t dt = rng() % 5000;
+    t += dt;
+    swept += pacer.due(dt);
+  }
+  EXPECT_NEAR(double(swept), double(t) / 1'000'000 * 1000, 1.0);
+}
+
+TEST(SweepPacer, ALongStallNeitherFloodsOneTickNorLosesTheSweep) {
+  SweepPacer pacer(1u << 25, 1000);
+  // Stalled for ten periods: owed one sweep at most, paid kMaxSlotsPerCall at a time.
+  EXPECT_EQ(pacer.due(10'000), SweepPacer::kMaxSlotsPerCall);
+  std::uint64_t paid = SweepPacer::kMaxSlotsPerCall;
+  while (unsigned n = pacer.due(0)) paid += n;
+  EXPECT_EQ(paid, 1u << 25);
+  // Huge values do not overflow: a day of 3 GHz TSC over 2^25 slots.
+  SweepPacer big(1u << 25, 86400ull * 3'000'000'000ull / 4);
+  EXPECT_EQ(big.due(3'000'000'000ull), SweepPacer::kMaxSlotsPerCall);
+}
+
 }  // namespace
 }  // namespace qs

@@ -116,6 +116,10 @@ struct RunOptions {
   std::function<bool(const ScenarioResult&)> stop_early;
   // Called after each frame is sent, e.g. to pause so that owners go idle.
   std::function<void(std::size_t)> after_send;
+  // After everything was delivered, the data path keeps running until this
+  // holds for its statistics (e.g. idle connections expired); the stall limit
+  // bounds the wait.
+  std::function<bool(const StatsSnapshot&)> keep_running_until;
   // No frame moved for this long ends the run with result.stalled: a hang
   // detector, not a performance bound.
   std::chrono::seconds stall_limit{60};
@@ -180,6 +184,13 @@ class Scenario {
       if (r.delivered.size() + s.drops_sum() >= r.sent) break;
       if (stalled()) return finish(r, true);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (options.keep_running_until) {
+      progressed();
+      while (!options.keep_running_until(dp_->snapshot())) {
+        if (stalled()) return finish(r, true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     return finish(r, false);
   }
