@@ -89,18 +89,23 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
                              " mbufs of " + std::to_string(profile_.mempool.data_room) +
                              " bytes): " + rte_strerror(rte_errno) + "; raise EAL -m or lower mempool.mbufs");
 
+  // Whatever fails from here on, nothing stays behind: a test process (or a
+  // caller that retries) can build a data path on the same devices again.
   try {
-    for (const auto& port : profile_.ports) port_ids_.push_back(find_or_probe_port(port));
-    for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
-      configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+    for (const auto& port : profile_.ports) {
+      port_ids_.push_back(find_or_probe_port(port));
       ports_open_ = true;
     }
+    for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+      configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+    build_lcores();
   } catch (...) {
-    close_ports_and_count_leaks();
-    rte_mempool_free(pool_);
+    release();
     throw;
   }
+}
 
+void Dataplane::build_lcores() {
   const auto& owners = profile_.steering.owner_lcores;
   classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
   const std::uint64_t cid_seed = rte_rand();
@@ -206,10 +211,19 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
 
 Dataplane::~Dataplane() {
   stop();
+  release();
+}
+
+void Dataplane::release() {
   close_ports_and_count_leaks();
-  for (auto& c : lcores_)
-    for (auto* b : c->tx_buffer) rte_free(b);
+  for (auto& c : lcores_) {
+    for (auto*& b : c->tx_buffer) {
+      rte_free(b);
+      b = nullptr;
+    }
+  }
   if (pool_ != nullptr) rte_mempool_free(pool_);
+  pool_ = nullptr;
 }
 
 void Dataplane::launch() {

@@ -54,6 +54,8 @@ class Dataplane {
 
  private:
   bool drained() const;  // no ticket held, every ring empty
+  void build_lcores();   // contexts, rings, doorbells, shards, TX buffers
+  void release();        // closes the ports, frees TX buffers and the pool
 
   Profile profile_;
   rte_mempool* pool_ = nullptr;
