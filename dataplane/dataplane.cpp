@@ -70,8 +70,11 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
     return std::make_unique<ConnectionTable>(max_connections, eal_memory);
   } catch (const std::bad_alloc&) {
     const std::size_t mb = (ConnectionTable::memory_bytes(max_connections) + (1u << 20) - 1) >> 20;
+    // An lcore whose CPUs span sockets has no socket of its own.
+    const std::string where =
+        int(socket) == SOCKET_ID_ANY ? std::string("on any socket") : "on socket " + std::to_string(socket);
     throw std::runtime_error("cannot allocate the connection table of lcore " + std::to_string(lcore) + " (" +
-                             std::to_string(mb) + " MB on socket " + std::to_string(socket) +
+                             std::to_string(mb) + " MB " + where +
                              "): raise EAL -m / --socket-mem or lower action.max_connections");
   }
 }
