@@ -22,4 +22,16 @@ void init_eal(const std::string& program, const std::vector<std::string>& args) 
     throw std::runtime_error(program + ": EAL initialisation failed: " + rte_strerror(rte_errno));
 }
 
+SplitArgs split_eal_args(const std::vector<std::string>& args) {
+  SplitArgs out;
+  for (const auto& a : args) {
+    if (!out.has_separator && a == "--") {
+      out.has_separator = true;
+      continue;
+    }
+    (out.has_separator ? out.app : out.eal).push_back(a);
+  }
+  return out;
+}
+
 }  // namespace qs

@@ -11,4 +11,12 @@ namespace qs {
 // naming the program and DPDK's reason when EAL refuses.
 void init_eal(const std::string& program, const std::vector<std::string>& args);
 
+// A command line "EAL arguments -- the program's arguments", split at the
+// first "--". has_separator says whether there was one.
+struct SplitArgs {
+  std::vector<std::string> eal, app;
+  bool has_separator = false;
+};
+SplitArgs split_eal_args(const std::vector<std::string>& args);
+
 }  // namespace qs

@@ -193,41 +193,26 @@ int main(int argc, char** argv) {
       usage(stderr);
       return 2;
     }
-    try {
-      std::fputs(qs::dump_profile(qs::load_profile(all[1])).c_str(), stdout);
-      return 0;
-    } catch (const qs::ProfileError& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      return 1;
-    }
+    const auto profile = qs::load_profile_or_report(all[1]);
+    if (!profile) return 1;
+    std::fputs(qs::dump_profile(*profile).c_str(), stdout);
+    return 0;
   }
   if (!all.empty() && (all[0] == "--help" || all[0] == "-h")) {
     usage(stdout);
     return 0;
   }
-  std::vector<std::string> eal, app;
-  bool after = false;
-  for (auto& a : all) {
-    if (!after && a == "--") {
-      after = true;
-      continue;
-    }
-    (after ? app : eal).push_back(a);
-  }
-  if (!after) {
+  auto [eal, app, has_separator] = qs::split_eal_args(all);
+  if (!has_separator) {
     // No "--": everything is for the application.
     app = eal;
     eal.clear();
   }
   AppArgs args;
   if (!parse_app_args(app, args)) return 2;
-  qs::Profile profile;
-  try {
-    profile = qs::load_profile(args.profile);
-  } catch (const qs::ProfileError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  const auto loaded = qs::load_profile_or_report(args.profile);
+  if (!loaded) return 1;
+  const qs::Profile& profile = *loaded;
   if (eal.empty()) eal = profile.eal;
   return run(profile, eal, args);
 }

@@ -972,4 +972,13 @@ std::string dump_profile(const Profile& p) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::optional<Profile> load_profile_or_report(const std::string& path) {
+  try {
+    return load_profile(path);
+  } catch (const ProfileError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return std::nullopt;
+  }
+}
+
 }  // namespace qs

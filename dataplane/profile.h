@@ -124,7 +124,10 @@ const char* action_name(OwnerAction a);
 
 // Reads, decodes and validates; throws ProfileError.
 Profile load_profile(const std::string& path);
-// Same, from text; `name` stands for the file in messages.
+// For command-line programs: the profile, or nothing after the error was
+// printed to stderr.
+std::optional<Profile> load_profile_or_report(const std::string& path);
+// Same as load_profile, from text; `name` stands for the file in messages.
 Profile parse_profile(const std::string& yaml_text, const std::string& name);
 // The resolved profile, every default filled in, as YAML that load_profile accepts.
 std::string dump_profile(const Profile& profile);

@@ -374,24 +374,12 @@ int run(const qs::Profile& profile, const AppArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> eal, app;
-  bool after = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!after && std::strcmp(argv[i], "--") == 0) {
-      after = true;
-      continue;
-    }
-    (after ? app : eal).push_back(argv[i]);
-  }
-  if (!after) usage_exit("EAL arguments, then --, then the application's");
+  const auto [eal, app, has_separator] = qs::split_eal_args({argv + 1, argv + argc});
+  if (!has_separator) usage_exit("EAL arguments, then --, then the application's");
   const AppArgs args = parse_app_args(app);
-  qs::Profile profile;
-  try {
-    profile = qs::load_profile(args.profile);
-  } catch (const qs::ProfileError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  const auto loaded = qs::load_profile_or_report(args.profile);
+  if (!loaded) return 1;
+  const qs::Profile& profile = *loaded;
   try {
     qs::init_eal("distributor_pipeline", eal);
   } catch (const std::exception& e) {

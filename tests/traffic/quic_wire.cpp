@@ -40,19 +40,25 @@ KdfCtx new_hkdf() {
   return ctx;
 }
 
-std::array<std::uint8_t, 32> hkdf_extract(std::span<const std::uint8_t> salt, std::span<const std::uint8_t> ikm) {
+// One HKDF-SHA256 call: extract (key = IKM, `extra` = the salt) or expand
+// (key = the secret, `extra` = the info), writing out.size() octets.
+void hkdf(int mode, std::span<const std::uint8_t> key, const char* extra_name, std::span<const std::uint8_t> extra,
+          std::span<std::uint8_t> out, const char* what) {
   KdfCtx ctx = new_hkdf();
-  int mode = EVP_KDF_HKDF_MODE_EXTRACT_ONLY;
   char digest[] = "SHA256";
   OSSL_PARAM params[] = {
       OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
       OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<std::uint8_t*>(salt.data()), salt.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(ikm.data()), ikm.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(key.data()), key.size()),
+      OSSL_PARAM_construct_octet_string(extra_name, const_cast<std::uint8_t*>(extra.data()), extra.size()),
       OSSL_PARAM_construct_end(),
   };
+  if (EVP_KDF_derive(ctx.get(), out.data(), out.size(), params) != 1) crypto_failure(what);
+}
+
+std::array<std::uint8_t, 32> hkdf_extract(std::span<const std::uint8_t> salt, std::span<const std::uint8_t> ikm) {
   std::array<std::uint8_t, 32> prk{};
-  if (EVP_KDF_derive(ctx.get(), prk.data(), prk.size(), params) != 1) crypto_failure("HKDF-Extract");
+  hkdf(EVP_KDF_HKDF_MODE_EXTRACT_ONLY, ikm, OSSL_KDF_PARAM_SALT, salt, prk, "HKDF-Extract");
   return prk;
 }
 
@@ -68,19 +74,9 @@ std::array<std::uint8_t, N> hkdf_expand_label(std::span<const std::uint8_t> secr
   info[2] = std::uint8_t(full.size());
   std::copy(full.begin(), full.end(), info.begin() + 3);
   const std::size_t info_len = 3 + full.size() + 1;  // the final octet (context length) stays 0
-
-  KdfCtx ctx = new_hkdf();
-  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(secret.data()), secret.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info_len),
-      OSSL_PARAM_construct_end(),
-  };
   std::array<std::uint8_t, N> out{};
-  if (EVP_KDF_derive(ctx.get(), out.data(), out.size(), params) != 1) crypto_failure("HKDF-Expand-Label");
+  hkdf(EVP_KDF_HKDF_MODE_EXPAND_ONLY, secret, OSSL_KDF_PARAM_INFO, std::span(info.data(), info_len), out,
+       "HKDF-Expand-Label");
   return out;
 }
 
