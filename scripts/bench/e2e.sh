@@ -44,14 +44,8 @@ done
 for tool in dpdk-testpmd gnuplot python3; do
   command -v $tool >/dev/null || { echo "e2e.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" "$root" >/dev/null
-fi
-ninja -C "$build" quicsteer quicgen tests/bench/distributor_pipeline tests/bench/bench_backpressure >/dev/null
-if [ ! -x "$build/tests/bench/distributor_pipeline" ]; then
-  echo "e2e.sh: $build has no distributor_pipeline (is it a sanitizer build?)" >&2
-  exit 1
-fi
+source "$root/scripts/bench/lib/build.sh"
+build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/bench_backpressure
 
 mkdir -p results "$(dirname "$json")"
 work=$(mktemp -d /tmp/quicsteer-e2e.XXXXXX)

@@ -12,13 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="${QS_BUILD_DIR:-$root/build}"   # QS_BUILD_DIR: another plain build directory
 
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" "$root" >/dev/null
-fi
-ninja -C "$build" tests/bench/bench_rings >/dev/null
-if [ ! -x "$build/tests/bench/bench_rings" ]; then
-  echo "rings.sh: $build has no bench_rings (is it a sanitizer build?)" >&2
-  exit 1
-fi
+source "$root/scripts/bench/lib/build.sh"
+build_bench rings.sh tests/bench/bench_rings
 echo "CPU model: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 exec "$build/tests/bench/bench_rings" "$@"

@@ -26,14 +26,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" "$root" >/dev/null
-fi
-ninja -C "$build" tests/bench/bench_steering >/dev/null
-if [ ! -x "$build/tests/bench/bench_steering" ]; then
-  echo "steering.sh: $build has no bench_steering (is it a sanitizer build?)" >&2
-  exit 1
-fi
+source "$root/scripts/bench/lib/build.sh"
+build_bench steering.sh tests/bench/bench_steering
 
 raw=$(mktemp)
 trap 'rm -f "$raw" "$raw.log"' EXIT
