@@ -22,12 +22,6 @@
 namespace qs {
 namespace {
 
-void count_unsent(rte_mbuf** unsent, std::uint16_t count, void* userdata) {
-  rte_pktmbuf_free_bulk(unsent, count);
-  auto* stats = static_cast<OwnerStats*>(userdata);
-  stats->drops[static_cast<std::size_t>(DropReason::kTxFull)].add(count);
-}
-
 std::uint64_t us_to_tsc(std::uint64_t us) { return us * rte_get_tsc_hz() / 1000000; }
 
 void check_lcores(const Profile& p) {
@@ -101,6 +95,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     }
     for (std::size_t i = 0; i < profile_.ports.size(); ++i)
       configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+    port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
     build_lcores();
   } catch (...) {
     release();
@@ -180,7 +175,7 @@ void Dataplane::build_lcores() {
     }
   }
 
-  // Owners: connection shard and TX buffers on their own TX queue.
+  // Owners: connection shard and a TX stage for their own queue of each TX port.
   std::printf("owners: %zu, each with a connection table of %u entries (%zu MB of EAL memory on its socket)\n",
               owners.size(), profile_.action.max_connections,
               (ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
@@ -189,26 +184,22 @@ void Dataplane::build_lcores() {
     c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
     // Expiry may run up to a quarter of the idle timeout late.
     c->sweep = std::make_unique<SweepPacer>(c->connections->slot_count(), c->idle_timeout_tsc / 4);
-    c->tx_buffer.assign(RTE_MAX_ETHPORTS, nullptr);
+    c->tx_by_port.assign(RTE_MAX_ETHPORTS, nullptr);
     std::vector<std::uint16_t> tx_profile_ports;
     if (profile_.action.type == OwnerAction::kForward) {
       tx_profile_ports.push_back(std::uint16_t(profile_.action.tx_port));
-      c->forward_port = port_ids_[std::size_t(profile_.action.tx_port)];
     } else if (profile_.action.type == OwnerAction::kReflect) {
       for (std::size_t i = 0; i < profile_.ports.size(); ++i)
         if (profile_.ports[i].rx_queues > 0) tx_profile_ports.push_back(std::uint16_t(i));
     }
     for (std::uint16_t pi : tx_profile_ports) {
-      const std::uint16_t port = port_ids_[pi];
-      auto* buf = static_cast<rte_eth_dev_tx_buffer*>(rte_zmalloc_socket(
-          "qs_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile_.rings.burst), RTE_CACHE_LINE_SIZE,
-          int(rte_lcore_to_socket_id(c->lcore_id))));
-      if (buf == nullptr) throw std::runtime_error("cannot allocate a TX buffer");
-      rte_eth_tx_buffer_init(buf, profile_.rings.burst);
-      rte_eth_tx_buffer_set_err_callback(buf, count_unsent, &c->owner_stats);
-      c->tx_buffer[port] = buf;
-      c->tx_ports.push_back(port);
+      auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
+      t->port_id = port_ids_[pi];
+      t->queue = std::uint16_t(c->owner_index);
+      c->tx_by_port[t->port_id] = t.get();
+      c->tx.push_back(std::move(t));
     }
+    if (profile_.action.type == OwnerAction::kForward) c->forward_tx = c->tx.front().get();
   }
 }
 
@@ -219,12 +210,6 @@ Dataplane::~Dataplane() {
 
 void Dataplane::release() {
   close_ports_and_count_leaks();
-  for (auto& c : lcores_) {
-    for (auto*& b : c->tx_buffer) {
-      rte_free(b);
-      b = nullptr;
-    }
-  }
   if (pool_ != nullptr) rte_mempool_free(pool_);
   pool_ = nullptr;
 }
@@ -244,9 +229,11 @@ void Dataplane::launch() {
 }
 
 bool Dataplane::drained() const {
-  for (const auto& c : lcores_)
+  for (const auto& c : lcores_) {
+    if (c->owner_stats.tx_held_now.get() != 0) return false;
     for (const auto& q : c->rx)
       if (q->stats.parked_now.get() != 0) return false;
+  }
   for (const auto& r : rings_)
     if (!r->empty()) return false;
   return true;
@@ -282,6 +269,26 @@ std::int64_t Dataplane::close_ports_and_count_leaks() {
   }
   if (pool_ == nullptr) return 0;
   return std::int64_t(pool_->size) - std::int64_t(rte_mempool_avail_count(pool_));
+}
+
+PortCounters Dataplane::sample_port_counters(std::size_t i) const {
+  rte_eth_stats es{};
+  PortCounters raw;
+  if (rte_eth_stats_get(port_ids_[i], &es) != 0) return port_counters_[i].totals();
+  raw[PortCounters::kIpackets] = es.ipackets;
+  raw[PortCounters::kOpackets] = es.opackets;
+  raw[PortCounters::kIbytes] = es.ibytes;
+  raw[PortCounters::kObytes] = es.obytes;
+  raw[PortCounters::kImissed] = es.imissed;
+  raw[PortCounters::kIerrors] = es.ierrors;
+  raw[PortCounters::kOerrors] = es.oerrors;
+  raw[PortCounters::kRxNombuf] = es.rx_nombuf;
+  return port_counters_[i].update(raw);
+}
+
+void Dataplane::sample_port_counters() const {
+  if (!ports_open_) return;
+  for (std::size_t i = 0; i < port_ids_.size(); ++i) sample_port_counters(i);
 }
 
 StatsSnapshot Dataplane::snapshot() const {
@@ -327,6 +334,9 @@ StatsSnapshot Dataplane::snapshot() const {
       l.owner.connections_untracked = o.connections_untracked.get();
       l.owner.migrations = o.migrations.get();
       l.owner.tx = o.tx.get();
+      l.owner.tx_holds = o.tx_holds.get();
+      l.owner.tx_held_us = std::uint64_t(double(o.tx_held_cycles.get()) / tsc_per_us);
+      l.owner.tx_held_now = o.tx_held_now.get();
       l.owner.sunk = o.sunk.get();
       for (std::size_t r = 0; r < kDropReasonCount; ++r) l.owner.drops[r] = o.drops[r].get();
     }
@@ -351,17 +361,16 @@ StatsSnapshot Dataplane::snapshot() const {
       PortSnapshot p;
       p.name = profile_.ports[i].name;
       p.port_id = port_ids_[i];
-      rte_eth_stats es{};
-      if (rte_eth_stats_get(p.port_id, &es) == 0) {
-        p.ipackets = es.ipackets;
-        p.opackets = es.opackets;
-        p.ibytes = es.ibytes;
-        p.obytes = es.obytes;
-        p.imissed = es.imissed;
-        p.ierrors = es.ierrors;
-        p.oerrors = es.oerrors;
-        p.rx_nombuf = es.rx_nombuf;
-      }
+      const PortCounters t = sample_port_counters(i);
+      p.ipackets = t[PortCounters::kIpackets];
+      p.opackets = t[PortCounters::kOpackets];
+      p.ibytes = t[PortCounters::kIbytes];
+      p.obytes = t[PortCounters::kObytes];
+      p.imissed = t[PortCounters::kImissed];
+      p.ierrors = t[PortCounters::kIerrors];
+      p.oerrors = t[PortCounters::kOerrors];
+      p.rx_nombuf = t[PortCounters::kRxNombuf];
+      p.counter_resets = port_counters_[i].resets();
       const int n = rte_eth_xstats_get_names(p.port_id, nullptr, 0);
       if (n > 0) {
         std::vector<rte_eth_xstat_name> names(static_cast<std::size_t>(n));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dataplane/lcore_context.h"
+#include "dataplane/port_counters.h"
 #include "dataplane/profile.h"
 #include "dataplane/stats_snapshot.h"
 
@@ -40,7 +41,12 @@ class Dataplane {
   static constexpr std::chrono::milliseconds kStopDrainLimit{200};
   bool running() const { return running_; }
 
+  // Call from one thread (the control loop). Port counters carry across a
+  // device's resets only if snapshots come often enough to see each reset
+  // (a few tens of milliseconds apart).
   StatsSnapshot snapshot() const;
+  // Reads the ports' counters between snapshots, so that a reset is seen.
+  void sample_port_counters() const;
 
   // Stops and closes the ports (a device may hold mbufs until then) and
   // returns how many mbufs are not back in the pool. Call after stop().
@@ -53,13 +59,17 @@ class Dataplane {
   const std::vector<std::unique_ptr<LcoreContext>>& lcores() const { return lcores_; }
 
  private:
-  bool drained() const;  // no ticket held, every ring empty
+  PortCounters sample_port_counters(std::size_t profile_port) const;
+  bool drained() const;  // no ticket held, every ring empty, no TX stage holding packets
   void build_lcores();   // contexts, rings, doorbells, shards, TX buffers
   void release();        // closes the ports, frees TX buffers and the pool
 
   Profile profile_;
   rte_mempool* pool_ = nullptr;
   std::vector<std::uint16_t> port_ids_;  // by profile port index
+  // Totals across device counter resets, by profile port index; snapshot()
+  // folds each reading in.
+  mutable std::vector<MonotonicPortCounters> port_counters_;
   bool ports_open_ = false;
   std::unique_ptr<MbufClassifier> classifier_;
   std::vector<std::unique_ptr<MbufRing>> rings_;

@@ -14,8 +14,9 @@ enum class DropReason : unsigned {
   kRingFull,     // policy drop: the owner's ring rejected the packet
   kShedNew,      // policy shed-new: a connection-opening packet for an owner over its high watermark
   kParkTimeout,  // a parked packet waited longer than park_timeout
-  kTxFull,       // the TX queue did not take the packet
-  kShutdown,     // still in a ticket, ring or TX buffer when the lcores stopped
+  kTxFull,       // policy drop: the TX queue did not take the packet
+  kTxTimeout,    // park/shed-new: the TX queue took nothing for longer than park_timeout
+  kShutdown,     // still in a ticket, ring or TX stage when the lcores stopped
   kCount
 };
 
@@ -29,6 +30,7 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kShedNew: return "shed_new";
     case DropReason::kParkTimeout: return "park_timeout";
     case DropReason::kTxFull: return "tx_full";
+    case DropReason::kTxTimeout: return "tx_timeout";
     case DropReason::kShutdown: return "shutdown";
     case DropReason::kCount: break;
   }

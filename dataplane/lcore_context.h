@@ -12,11 +12,11 @@
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/parking_ticket.h"
 #include "dataplane/profile.h"
+#include "dataplane/tx_stage.h"
 #include "rings/doorbell.h"
 #include "rings/spsc_ring.h"
 
 struct rte_mbuf;
-struct rte_eth_dev_tx_buffer;
 
 namespace qs {
 
@@ -33,6 +33,14 @@ struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t profile_port = 0;  // index into Profile::ports
   ParkingTicket<rte_mbuf*> ticket;
   RxQueueStats stats;
+};
+
+// One TX queue an owner transmits on: its own queue (= owner index) of a port.
+struct TxQueueContext {
+  explicit TxQueueContext(unsigned burst) : stage(burst) {}
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+  TxStage<rte_mbuf*> stage;
 };
 
 struct LcoreContext {
@@ -55,11 +63,17 @@ struct LcoreContext {
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<SweepPacer> sweep;  // one sweep of `connections` per idle_timeout / 4
   std::uint64_t cid_hash_seed = 0;
-  // TX buffers by DPDK port id (forward: the TX port; reflect: every RX port),
-  // each for this owner's own TX queue (= owner index).
-  std::vector<rte_eth_dev_tx_buffer*> tx_buffer;
-  std::vector<std::uint16_t> tx_ports;   // the port ids that have a buffer
-  std::uint16_t forward_port = 0;
+  // The TX queues this owner sends on (forward: the TX port; reflect: every
+  // RX port), each its own queue (= owner index) of the port, and the same by
+  // DPDK port id (nullptr where it sends nothing).
+  std::vector<std::unique_ptr<TxQueueContext>> tx;
+  std::vector<TxQueueContext*> tx_by_port;
+  TxQueueContext* forward_tx = nullptr;
+  // True while a TX stage cannot take one more burst: the owner takes no new
+  // work (inbound rings, its own RX queues) until it can. TX back-pressure;
+  // never under the drop policy, which drops what TX refuses.
+  bool tx_held = false;
+  std::uint64_t tx_held_since = 0;
   OwnerStats owner_stats;
   LoopStats loop_stats;
 

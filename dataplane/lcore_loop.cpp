@@ -58,7 +58,74 @@ void reflect(rte_mbuf* m, const SteerMeta& meta) {
   udp->dst_port = port;
 }
 
-// The connection stage: this owner's shard of state, then the action.
+// Offers a TX stage's waiting packets to its queue. Under drop what the queue
+// refuses is dropped (tx_full). Under park and shed-new it stays in the stage,
+// in order; a stage whose queue has taken nothing for park_timeout drops what
+// it holds (tx_timeout), so that a dead link cannot hold the chain forever.
+// Returns the packets that left the stage.
+unsigned send_tx(LcoreContext& c, TxQueueContext& t, std::uint64_t now) {
+  const unsigned took = t.stage.send(
+      [&](rte_mbuf** pkts, unsigned n) { return unsigned(rte_eth_tx_burst(t.port_id, t.queue, pkts, std::uint16_t(n))); },
+      now);
+  c.owner_stats.tx.add(took);
+  unsigned dropped = 0;
+  if (c.policy == BackpressurePolicy::kDrop) {
+    dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+    if (dropped) count_drop(c.owner_stats.drops, DropReason::kTxFull, dropped);
+  } else if (t.stage.stalled_for(now) > c.park_timeout_tsc) {
+    dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+    count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
+  }
+  return took + dropped;
+}
+
+// The owner's gate: it takes a burst of work (from a ring or its own RX
+// queue) only while every TX stage has room for one more burst. Keeps the
+// TX-hold statistics as the answer changes.
+bool tx_has_room(LcoreContext& c, std::uint64_t now) {
+  bool room = true;
+  for (const auto& t : c.tx) room &= t->stage.has_room();
+  if (room != c.tx_held) return room;
+  c.tx_held = !room;
+  if (c.tx_held) {
+    c.tx_held_since = now;
+    c.owner_stats.tx_holds.add();
+  } else {
+    c.owner_stats.tx_held_cycles.add(now - c.tx_held_since);
+  }
+  return room;
+}
+
+void count_tx_held(LcoreContext& c) {
+  unsigned held = 0;
+  for (const auto& t : c.tx) held += t->stage.count();
+  c.owner_stats.tx_held_now.set(held);
+}
+
+// Offers every stage that has packets waiting (partial bursts included).
+unsigned flush_tx(LcoreContext& c, std::uint64_t now) {
+  unsigned moved = 0;
+  for (const auto& t : c.tx)
+    if (!t->stage.empty()) moved += send_tx(c, *t, now);
+  count_tx_held(c);
+  return moved;
+}
+
+// While the owner is held: offer the stages without room again.
+unsigned retry_held_tx(LcoreContext& c, std::uint64_t now) {
+  unsigned moved = 0;
+  for (const auto& t : c.tx)
+    if (!t->stage.has_room()) moved += send_tx(c, *t, now);
+  count_tx_held(c);
+  return moved;
+}
+
+inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint64_t now) {
+  if (t.stage.add(m)) send_tx(c, t, now);
+}
+
+// The connection stage: this owner's shard of state, then the action. Called
+// only while every TX stage has room for the burst (tx_has_room).
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
   run_connection_burst(*c.connections, c.cid_hash_seed, pkts, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
@@ -69,11 +136,11 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
         s.sunk.add();
         break;
       case OwnerAction::kForward:
-        s.tx.add(rte_eth_tx_buffer(c.forward_port, std::uint16_t(c.owner_index), c.tx_buffer[c.forward_port], m));
+        stage_tx(c, *c.forward_tx, m, now);
         break;
       case OwnerAction::kReflect:
         reflect(m, meta);
-        s.tx.add(rte_eth_tx_buffer(m->port, std::uint16_t(c.owner_index), c.tx_buffer[m->port], m));
+        stage_tx(c, *c.tx_by_port[m->port], m, now);
         break;
     }
   });
@@ -83,6 +150,7 @@ unsigned drain_inbound(LcoreContext& c, std::uint64_t now) {
   rte_mbuf* pkts[kMaxBurst];
   unsigned total = 0;
   for (MbufRing* ring : c.in_rings) {
+    if (!tx_has_room(c, now)) break;  // TX back-pressure: leave it in the ring
     const unsigned n = ring->dequeue_burst(pkts, c.burst);
     if (n == 0) continue;
     run_connection_stage(c, pkts, n, now);
@@ -255,37 +323,37 @@ bool all_queues_parked(const LcoreContext& c) {
   return !c.rx.empty();
 }
 
-void flush_tx(LcoreContext& c) {
-  for (std::uint16_t port : c.tx_ports)
-    c.owner_stats.tx.add(rte_eth_tx_buffer_flush(port, std::uint16_t(c.owner_index), c.tx_buffer[port]));
-}
-
 }  // namespace
 
 int lcore_main(void* arg) {
   LcoreContext& c = *static_cast<LcoreContext*>(arg);
   const bool owner = c.owner_index >= 0;
-  std::uint64_t last_drain = rte_rdtsc();
-  std::uint64_t prev_now = last_drain;
+  std::uint64_t last_tick = rte_rdtsc();
+  std::uint64_t prev_now = last_tick;
   bool prev_busy = false;
   unsigned idle = 0;           // empty iterations in a row
   std::uint64_t idle_since = 0;
   RunState state;
   while ((state = c.state->load(std::memory_order_relaxed)) != RunState::kStop) {
-    const bool poll_rx = state == RunState::kRun;
     const std::uint64_t now = rte_rdtsc();
     // The previous iteration's length, charged if it did work: no extra rdtsc.
     if (prev_busy) c.loop_stats.busy_cycles.add(now - prev_now);
     prev_now = now;
     unsigned work = 0;
-    if (owner) work += drain_inbound(c, now);
-    for (auto& q : c.rx) work += service_rx_queue(c, *q, now, poll_rx);
+    if (owner) {
+      if (c.tx_held) work += retry_held_tx(c, now);
+      work += drain_inbound(c, now);
+    }
+    // An owner held by its TX queue polls no RX queue either: its own share
+    // of a burst would have nowhere to go. Tickets are still retried.
+    for (auto& q : c.rx)
+      work += service_rx_queue(c, *q, now, state == RunState::kRun && (!owner || tx_has_room(c, now)));
 
-    if (now - last_drain > c.tx_drain_tsc) {
-      const std::uint64_t since_tick = now - last_drain;
-      last_drain = now;
+    if (now - last_tick > c.tx_drain_tsc) {
+      const std::uint64_t since_tick = now - last_tick;
+      last_tick = now;
       if (owner) {
-        flush_tx(c);
+        flush_tx(c, now);
         // Housekeeping off the per-packet path: a paced slice of the shard.
         const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, c.sweep->due(since_tick));
         if (expired) c.owner_stats.connections_expired.add(expired);
@@ -298,7 +366,11 @@ int lcore_main(void* arg) {
       idle = 0;
       continue;
     }
-    if (idle++ == 0) idle_since = now;
+    if (idle++ == 0) {
+      idle_since = now;
+      // Nothing arrived: a partial TX burst leaves now, not at the next tick.
+      if (owner) flush_tx(c, now);
+    }
     // Waking a doorbell sleeper costs the producer a syscall, so an owner
     // sleeps on it only once it has been idle for as long as one nap: short
     // gaps between bursts are spun through. A receiver whose every queue is
@@ -313,9 +385,11 @@ int lcore_main(void* arg) {
       continue;
     }
     idle = 0;
-    if (owner) flush_tx(c);
+    if (owner) flush_tx(c, now);
     c.loop_stats.idle_sleeps.add();
-    if (c.doorbell != nullptr) {
+    // An owner held by its TX queue has work in its rings: the doorbell would
+    // not let it sleep, so it naps for the TX queue's consumer instead.
+    if (c.doorbell != nullptr && !c.tx_held) {
       sleep_on_doorbell(c);
     } else {
       rte_delay_us_sleep(c.idle_sleep_us);
@@ -331,7 +405,15 @@ void drain_after_stop(LcoreContext& c) {
     q->stats.parked_now.set(0);
   }
   if (c.owner_index < 0) return;
-  flush_tx(c);
+  const std::uint64_t now = rte_rdtsc();
+  flush_tx(c, now);
+  for (const auto& t : c.tx) {
+    const unsigned n = t->stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+    count_drop(c.owner_stats.drops, DropReason::kShutdown, n);
+  }
+  if (c.tx_held) c.owner_stats.tx_held_cycles.add(now - c.tx_held_since);
+  c.tx_held = false;
+  c.owner_stats.tx_held_now.set(0);
   rte_mbuf* pkts[kMaxBurst];
   for (MbufRing* ring : c.in_rings) {
     while (unsigned n = ring->dequeue_burst(pkts, kMaxBurst)) {

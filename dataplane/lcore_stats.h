@@ -38,6 +38,9 @@ struct alignas(kCacheLine) OwnerStats {
   Counter connections_untracked;// packets whose connection found the shard full
   Counter migrations;           // a known CID arrived from a new 4-tuple
   Counter tx;                   // packets the TX queue accepted
+  Counter tx_holds;             // times a full TX queue made this owner stop taking work
+  Counter tx_held_cycles;       // TSC cycles spent so
+  Counter tx_held_now;          // gauge: packets waiting in this owner's TX stages
   Counter sunk;                 // packets consumed by the sink action
   DropCounters drops;
 };

@@ -148,6 +148,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     qs::StatsSnapshot prev = dp.snapshot();
     while (!g_signalled.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      dp.sample_port_counters();  // so that a device's counter reset is seen
       const auto now = std::chrono::steady_clock::now();
       if (duration > 0 && std::chrono::duration<double>(now - start).count() >= duration) break;
       if (profile.stats.period_ms != 0 &&

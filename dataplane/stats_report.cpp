@@ -31,6 +31,9 @@ void OwnerTotals::add(const OwnerTotals& o) {
   migrations += o.migrations;
   tx += o.tx;
   sunk += o.sunk;
+  tx_holds += o.tx_holds;
+  tx_held_us += o.tx_held_us;
+  tx_held_now += o.tx_held_now;
   for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
 }
 
@@ -43,7 +46,7 @@ std::uint64_t StatsSnapshot::drops_sum() const {
 namespace {
 
 double mpps(std::uint64_t now, std::uint64_t before, double seconds) {
-  return seconds > 0 ? double(now - before) / seconds / 1e6 : 0.0;
+  return seconds > 0 && now >= before ? double(now - before) / seconds / 1e6 : 0.0;
 }
 
 std::string drops_text(const DropArray& d) {
@@ -113,10 +116,16 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
                    l.lcore, l.owner.processed, l.owner.connections, l.owner.migrations);
   std::fprintf(out, "  back-pressure %" PRIu64 " parks, %" PRIu64 " packets parked, %.1f ms parked in total\n",
                s.rx_total.parks, s.rx_total.parked_packets, double(s.rx_total.parked_us) / 1000.0);
+  std::fprintf(out, "                %" PRIu64 " TX holds (a full TX queue stopped an owner), %.1f ms held in total\n",
+               s.owner_total.tx_holds, double(s.owner_total.tx_held_us) / 1000.0);
   std::fprintf(out, "  drops         %s\n", drops_text(s.drops_total).c_str());
-  for (const auto& p : s.ports)
+  for (const auto& p : s.ports) {
     std::fprintf(out, "  port %-8s  ipackets %" PRIu64 "  opackets %" PRIu64 "  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
                  p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.rx_nombuf);
+    if (p.counter_resets != 0)
+      std::fprintf(out, "                  the device reset its counters %u time(s); these totals carry across\n",
+                   p.counter_resets);
+  }
   std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned)\n", leaked == 0 ? "ok" : "LEAK", leaked);
   std::fflush(out);
 }
@@ -151,7 +160,8 @@ void owner_json(std::ostringstream& o, const OwnerTotals& w) {
   o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
     << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
     << ", \"connections_untracked\": " << w.connections_untracked << ", \"migrations\": " << w.migrations
-    << ", \"tx\": " << w.tx << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
+    << ", \"tx\": " << w.tx << ", \"tx_holds\": " << w.tx_holds << ", \"tx_held_us\": " << w.tx_held_us
+    << ", \"tx_held_now\": " << w.tx_held_now << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
   drops_json(o, w.drops);
 }
 
@@ -200,7 +210,8 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id
       << ", \"ipackets\": " << p.ipackets << ", \"opackets\": " << p.opackets << ", \"ibytes\": " << p.ibytes
       << ", \"obytes\": " << p.obytes << ", \"imissed\": " << p.imissed << ", \"ierrors\": " << p.ierrors
-      << ", \"oerrors\": " << p.oerrors << ", \"rx_nombuf\": " << p.rx_nombuf << ", \"pause_xstats\": {";
+      << ", \"oerrors\": " << p.oerrors << ", \"rx_nombuf\": " << p.rx_nombuf
+      << ", \"counter_resets\": " << p.counter_resets << ", \"pause_xstats\": {";
     for (std::size_t k = 0; k < p.pause_xstats.size(); ++k)
       o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
     o << "}}";

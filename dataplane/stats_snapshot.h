@@ -26,6 +26,7 @@ struct ReceiveTotals {
 struct OwnerTotals {
   std::uint64_t dequeued = 0, processed = 0, connections = 0, connections_live = 0,
                 connections_expired = 0, connections_untracked = 0, migrations = 0, tx = 0, sunk = 0;
+  std::uint64_t tx_holds = 0, tx_held_us = 0, tx_held_now = 0;  // TX back-pressure
   DropArray drops{};
   void add(const OwnerTotals& o);
 };
@@ -57,7 +58,8 @@ struct PortSnapshot {
   std::string name;
   std::uint16_t port_id = 0;
   std::uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0, imissed = 0, ierrors = 0,
-                oerrors = 0, rx_nombuf = 0;
+                oerrors = 0, rx_nombuf = 0;  // totals across the device's counter resets
+  unsigned counter_resets = 0;  // times the device zeroed its counters (net_memif: peer reconnects)
   std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
 };
 
