@@ -27,6 +27,7 @@ struct Layout {
   unsigned park_timeout_us = 10000000;  // far beyond any test's run: no timeouts
   unsigned slow_cost = 0;               // cycles per packet on owner lcore 2
   unsigned fast_cost = 0;               // on owner lcore 3
+  unsigned tx_ring_size = 1 << 17;      // each owner's TX queue (a ring the test drains)
 };
 
 // Pipeline layout: lcore 1 receives on both RX queues and owns nothing;
@@ -72,7 +73,7 @@ PipelineRun run_pipeline(const Layout& l, std::uint32_t connections, std::uint64
                          const RunOptions& options = {}) {
   const std::string yaml = pipeline_profile(l);
   PipelineRun run{quic_only_traffic(connections, steering_of(yaml), seed), {}};
-  RingPort port(2, 128, 2, 1 << 17);
+  RingPort port(2, 128, 2, l.tx_ring_size);
   Scenario s(yaml, port);
   run.r = s.run(run.t.frames, run.t.queue_of, options);
   return run;
@@ -280,6 +281,71 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
   EXPECT_GT(drops(r, DropReason::kShutdown), 0u);
   EXPECT_EQ(r.stats.drops_sum(), drops(r, DropReason::kShutdown));
   EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.stats.rx_total.rx);
+}
+
+// The chain from the TX queue back to the sender: the test drains each
+// owner's TX queue (a 64-descriptor ring) a few packets at a time, far slower
+// than the owners produce. Under park the owners keep what TX refuses, stop
+// taking work, their rings fill, the receiver parks and the sender's RX ring
+// fills: nothing is dropped anywhere, and order holds.
+TEST(Backpressure, FullTxQueueHoldsTheOwnerAndTheChainBackToTheSender) {
+  Layout l;
+  l.tx_ring_size = 64;
+  RunOptions slow_tx;
+  slow_tx.tx_take_per_look = 4;
+  const auto [t, r] = run_pipeline(l, 1000, 19, slow_tx);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.stats.drops_sum(), 0u);
+  EXPECT_EQ(r.delivered.size(), r.sent);
+  EXPECT_GT(r.stats.owner_total.tx_holds, 0u);  // owners stopped taking work
+  EXPECT_GT(r.stats.rx_total.parks, 0u);        // so the receiver parked
+  EXPECT_GT(r.sender_saw_full, 0u);             // so the sender was held back
+  EXPECT_EQ(r.stats.owner_total.tx, r.sent);
+  expect_in_order(r, t);
+  for (const auto& d : r.delivered) ASSERT_EQ(d.tx_queue, t.decision[d.seq].resolution.owner_index);
+}
+
+// A TX queue that takes nothing more once full, under drop: what TX refuses
+// is dropped and counted as tx_full, as before TX back-pressure existed, and
+// no owner is ever held.
+TEST(Backpressure, DropPolicyDropsWhatTheTxQueueRefusesAndCountsIt) {
+  Layout l;
+  l.policy = "drop";
+  l.tx_ring_size = 64;
+  RunOptions dead_tx;
+  dead_tx.tx_take_per_look = 0;
+  const auto [t, r] = run_pipeline(l, 1000, 20, dead_tx);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  const std::uint64_t tx_full = drops(r, DropReason::kTxFull);
+  EXPECT_GT(tx_full, 0u);
+  EXPECT_EQ(r.stats.owner_total.tx_holds, 0u);
+  EXPECT_EQ(r.left_in_tx, 2u * 64u);
+  EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.sent);
+  EXPECT_EQ(r.stats.drops_sum(), tx_full + drops(r, DropReason::kRingFull));
+}
+
+// A TX queue that takes nothing (a dead link): the hold is bounded by the
+// park timeout, after which what the owners hold is dropped as tx_timeout;
+// every packet is accounted for and every mbuf comes back.
+TEST(Backpressure, StalledTxQueueTimesOutAndCountsWhatItDrops) {
+  Layout l;
+  l.tx_ring_size = 64;
+  l.park_timeout_us = 5000;
+  RunOptions dead_tx;
+  dead_tx.tx_take_per_look = 0;
+  const auto [t, r] = run_pipeline(l, 200, 21, dead_tx);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_GT(drops(r, DropReason::kTxTimeout), 0u);
+  EXPECT_EQ(drops(r, DropReason::kTxFull), 0u);
+  // What left is what the two 64-slot TX rings hold; everything else was
+  // dropped with a reason (TX or park timeout).
+  EXPECT_EQ(r.left_in_tx, 2u * 64u);
+  EXPECT_EQ(r.delivered.size(), r.left_in_tx);
+  EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.sent);
+  EXPECT_EQ(r.stats.drops_sum(), drops(r, DropReason::kTxTimeout) + drops(r, DropReason::kParkTimeout));
 }
 
 // Owners that poll no RX queue sleep on a doorbell when idle; the receiver

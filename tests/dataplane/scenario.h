@@ -19,6 +19,7 @@
 #include <rte_eth_ring.h>
 #include <rte_errno.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -100,6 +101,7 @@ struct ScenarioResult {
   std::int64_t mbufs_leaked = -1;
   bool stalled = false;                   // no progress for the stall limit
   std::uint64_t never_received = 0;       // left in RX rings when the run ended
+  std::uint64_t left_in_tx = 0;           // transmitted but not taken by the test when the run ended
 };
 
 // A test profile with {DEVICE} filled in; for tests that only need its
@@ -123,6 +125,10 @@ struct RunOptions {
   // No frame moved for this long ends the run with result.stalled: a hang
   // detector, not a performance bound.
   std::chrono::seconds stall_limit{60};
+  // Packets the test takes from each TX ring per look: a slow TX queue (a
+  // descheduled peer, a slower link downstream). 0: the TX queue never
+  // drains while the sender sends.
+  unsigned tx_take_per_look = ~0u;
 };
 
 class Scenario {
@@ -152,7 +158,7 @@ class Scenario {
       while (m == nullptr) {
         m = rte_pktmbuf_alloc(dp_->pool());
         if (m == nullptr) {
-          if (collect(r)) progressed();
+          if (collect(r, options.tx_take_per_look)) progressed();
           if (stalled()) return finish(r, true);
           std::this_thread::yield();
         }
@@ -165,7 +171,7 @@ class Scenario {
       rte_ring* rx = port_.rx(queue_of[i]);
       while (rte_ring_enqueue(rx, m) != 0) {
         ++r.sender_saw_full;
-        if (collect(r)) progressed();
+        if (collect(r, options.tx_take_per_look)) progressed();
         if (stalled()) {
           rte_pktmbuf_free(m);
           return finish(r, true);
@@ -174,14 +180,14 @@ class Scenario {
       }
       ++r.sent;
       progressed();
-      if ((i & 63) == 0 && collect(r)) progressed();
+      if ((i & 63) == 0 && collect(r, options.tx_take_per_look)) progressed();
       if (options.after_send) options.after_send(i);
       if (stop_early && stop_early(r)) early = true;
     }
     while (!early) {
-      if (collect(r)) progressed();
+      if (collect(r, options.tx_take_per_look)) progressed();
       const StatsSnapshot s = dp_->snapshot();
-      if (r.delivered.size() + s.drops_sum() >= r.sent) break;
+      if (r.delivered.size() + in_tx_rings() + s.drops_sum() >= r.sent) break;
       if (stalled()) return finish(r, true);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -196,12 +202,21 @@ class Scenario {
   }
 
  private:
-  bool collect(ScenarioResult& r) {
+  std::uint64_t in_tx_rings() const {
+    std::uint64_t n = 0;
+    for (unsigned q = 0; q < port_.tx_count(); ++q) n += rte_ring_count(port_.tx(q));
+    return n;
+  }
+
+  // Takes up to `limit` packets from each TX ring.
+  bool collect(ScenarioResult& r, unsigned limit = ~0u) {
     bool any = false;
     void* burst[64];
     for (unsigned q = 0; q < port_.tx_count(); ++q) {
       unsigned n;
-      while ((n = rte_ring_dequeue_burst(port_.tx(q), burst, 64, nullptr)) != 0) {
+      for (unsigned left = limit;
+           left != 0 && (n = rte_ring_dequeue_burst(port_.tx(q), burst, std::min(64u, left), nullptr)) != 0;
+           left -= n) {
         any = true;
         for (unsigned k = 0; k < n; ++k) {
           auto* m = static_cast<rte_mbuf*>(burst[k]);
@@ -216,6 +231,7 @@ class Scenario {
   ScenarioResult& finish(ScenarioResult& r, bool stalled) {
     r.stalled = stalled;
     dp_->stop();
+    r.left_in_tx = in_tx_rings();
     collect(r);
     // Frames still in an RX ring were never taken by the data path: they are
     // the sender's, not quicsteer's, so they go back before the leak check.
