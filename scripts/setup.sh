@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   g++ meson ninja-build pkg-config python3
-  libdpdk-dev dpdk                 # DPDK 22.11 headers/libs/PMDs, dpdk-testpmd
+  libdpdk-dev dpdk dpdk-dev        # DPDK 22.11 headers, libs and PMDs; dpdk-dev has dpdk-testpmd and dpdk-telemetry.py
   libyaml-cpp-dev libpcap-dev libssl-dev
   googletest libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev         # libFuzzer and clang's sanitizer runtimes

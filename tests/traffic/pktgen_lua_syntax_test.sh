@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every pktgen Lua script compiles (luac5.3 -p: syntax only; pktgen itself is
-# not packaged for Debian, so its API calls cannot be exercised here).
+# Every pktgen Lua script compiles (luac5.3 -p) and handles its settings
+# against a stub pktgen. The scripts against the real pktgen are run by
+# tests/pktgen (when a pktgen binary is given).
 set -euo pipefail
 dir=${1:?usage: pktgen_lua_syntax_test.sh SCRIPTS_DIR}
 luac=$(command -v luac5.3 || true)
@@ -23,16 +24,27 @@ for script in "${scripts[@]}"; do
     status=1
   fi
 done
-# Each script finds qs_common.lua next to itself from any working directory
-# and refuses a bad setting before touching pktgen (the stub has no functions).
+# Each script finds qs_common.lua next to itself from any working directory,
+# refuses a bad setting before it touches the port, and with QS_QUIT=1 quits
+# pktgen after that error too (a scripted run must never leave pktgen
+# polling). The stub pktgen has only screen() and quit().
 lua=$(command -v lua5.3 || true)
 abs_dir=$(cd "$dir" && pwd)
+stub='pktgen = {screen = function() end, quit = function() print("stub: pktgen.quit") end}'
 for name in "${expected[@]}"; do
-  out=$(cd / && "$lua" -e 'qs_settings = {QS_PORT = "99"}; pktgen = {}' "$abs_dir/$name" 2>&1 || true)
-  if printf '%s' "$out" | grep -q 'QS_PORT=99: expected a number in \[0, 63\]'; then
-    echo "ok: $name validates its settings"
+  out=$(cd / && "$lua" -e "qs_settings = {QS_PORT = '99', QS_QUIT = '1'}; $stub" "$abs_dir/$name" 2>&1 || true)
+  if printf '%s' "$out" | grep -q 'error: .*QS_PORT=99: expected a number in \[0, 63\]' &&
+     printf '%s' "$out" | grep -q 'stub: pktgen.quit'; then
+    echo "ok: $name validates its settings and quits after the error"
   else
-    echo "FAIL: $name did not refuse QS_PORT=99: $out" >&2
+    echo "FAIL: $name did not refuse QS_PORT=99 and quit: $out" >&2
+    status=1
+  fi
+  out=$(cd / && "$lua" -e "qs_settings = {QS_PORT = '0x10'}; $stub" "$abs_dir/$name" 2>&1 || true)
+  if printf '%s' "$out" | grep -q 'QS_PORT=0x10: expected a number' && ! printf '%s' "$out" | grep -q 'stub: pktgen.quit'; then
+    echo "ok: $name refuses a hexadecimal setting and, without QS_QUIT, stays"
+  else
+    echo "FAIL: $name with QS_PORT=0x10: $out" >&2
     status=1
   fi
 done
