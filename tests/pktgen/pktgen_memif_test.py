@@ -20,11 +20,12 @@ usage: pktgen_memif_test.py BUILD_DIR SOURCE_DIR
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "pktgen"))
+import memif_pair  # noqa: E402
 
 SKIP = 77
 
@@ -34,48 +35,9 @@ def fail(msg):
     sys.exit(1)
 
 
-def start_pktgen(pktgen, tmp, name, script, socket, env_extra):
-    """pktgen needs a terminal: run it under script(1). Returns (proc, log path)."""
-    log = os.path.join(tmp, name + ".pktgen.log")
-    cmd = (f"{pktgen} --lcores '0@0,1@0,2@1' --no-huge -m 2048 --no-pci --file-prefix qs-test-pktgen-{os.getpid()} "
-           f"--vdev net_memif0,role=server,socket={socket},id=0 -- -P -m '[1-2:1].0' "
-           f"-s 0:{tmp}/capture.pcap -f {script}")
-    env = dict(os.environ, QS_QUIT="1", QS_LINK_WAIT="60", **env_extra)
-    out = open(log, "wb")
-    proc = subprocess.Popen(["script", "-qfec", cmd, "/dev/null"], stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return proc, log
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "replace")
-
-
-def wait_for(pred, seconds, what):
-    give_up = time.monotonic() + seconds
-    while time.monotonic() < give_up:
-        if pred():
-            return
-        time.sleep(0.2)
-    fail(f"timed out waiting for {what}")
-
-
-def stop(proc, sig=signal.SIGINT, grace=30):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def run_pair(build, source, pktgen, tmp, name, script, env_extra):
-    """One pktgen run against one quicsteer run; returns (pktgen log, quicsteer stats, quicsteer log)."""
+def run_pair(build, source, pktgen, tmp, name, script, settings):
+    """quicsteer on configs/memif-pktgen.yaml, made to park, against pktgen
+    running SCRIPT; returns (pktgen's log, quicsteer's statistics)."""
     socket = f"qs-test-memif-{os.getpid()}-{name}"
     with open(os.path.join(source, "configs", "memif-pktgen.yaml")) as f:
         profile = f.read()
@@ -86,44 +48,20 @@ def run_pair(build, source, pktgen, tmp, name, script, env_extra):
     profile = profile.replace("  - {id: 2, owner: true}", "  - {id: 2, owner: true, cost_cycles: 4000}")
     profile = re.sub(r"park_timeout_us: \d+", "park_timeout_us: 10000000", profile)
     profile = profile.replace("period_ms: 1000", "period_ms: 0")
-    if "cost_cycles: 4000" not in profile or "park_timeout_us: 10000000" not in profile:
+    if "cost_cycles: 4000" not in profile or "park_timeout_us: 10000000" not in profile or socket not in profile:
         fail("configs/memif-pktgen.yaml no longer has the lines this test adapts")
     prof_path = os.path.join(tmp, name + ".yaml")
     with open(prof_path, "w") as f:
         f.write(profile)
     stats_path = os.path.join(tmp, name + ".stats.json")
-
-    pg, pg_log = start_pktgen(pktgen, tmp, name, os.path.join(source, "scripts", "pktgen", script), socket,
-                              env_extra)
+    start, stop = memif_pair.quicsteer(os.path.join(build, "quicsteer"), prof_path, stats_path)
     try:
-        wait_for(lambda: "Executing" in read(pg_log) or pg.poll() is not None, 90, "pktgen to start its script")
-        if pg.poll() is not None:
-            fail(f"pktgen exited early ({pg.returncode}):\n" + read(pg_log)[-3000:])
-        qs_log = os.path.join(tmp, name + ".quicsteer.log")
-        qs = subprocess.Popen([os.path.join(build, "quicsteer"), "--", "--profile", prof_path, "--stats-json",
-                               stats_path], stdout=open(qs_log, "wb"), stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            give_up = time.monotonic() + 240
-            while pg.poll() is None:
-                if qs.poll() is not None:
-                    fail(f"quicsteer exited {qs.returncode} while pktgen ran:\n" + read(qs_log)[-3000:])
-                if time.monotonic() > give_up:
-                    fail("pktgen did not finish within 240 s:\n" + read(pg_log)[-3000:])
-                time.sleep(0.2)
-        finally:
-            stop(qs)
-    finally:
-        stop(pg, signal.SIGKILL, 5)
-    if qs.returncode != 0:
-        fail(f"quicsteer exited {qs.returncode}:\n" + read(qs_log)[-3000:])
-    log = read(pg_log)
-    errors = re.findall(r"^error: .*$", log, re.M)
-    if errors:
-        fail(f"{script} failed: " + "; ".join(errors))
+        log, _ = memif_pair.run(pktgen, tmp, name, script, os.path.join(tmp, "capture.pcap"), socket, settings,
+                                start, stop, timeout=240)
+    except memif_pair.RunError as e:
+        fail(str(e))
     with open(stats_path) as f:
-        stats = json.load(f)
-    return log, stats, read(qs_log)
+        return log, json.load(f)
 
 
 def check_accounting(name, sent, received, stats):
@@ -172,25 +110,20 @@ def main():
                         "--malformed", "0", "--connections", "500", "--out", os.path.join(tmp, "capture.pcap")],
                        check=True, stdout=subprocess.DEVNULL)
 
-        log, stats, _ = run_pair(build, source, pktgen, tmp, "replay", "replay.lua",
-                                 {"QS_RATE": "100", "QS_DURATION": "5"})
-        m = re.search(r"replay: sent (\d+), received (\d+), lost (-?\d+)", log)
-        if not m:
-            fail("replay.lua printed no totals:\n" + log[-3000:])
-        check_accounting("replay.lua", int(m.group(1)), int(m.group(2)), stats)
-
-        log, stats, _ = run_pair(build, source, pktgen, tmp, "lossfree", "find_lossfree_rate.lua",
-                                 {"QS_TRIAL": "2", "QS_MIN_RATE": "10", "QS_PRECISION": "50"})
-        trials = re.findall(r"trial: rate +([\d.]+)%  sent +(\d+)  received +(\d+)", log)
-        result = re.search(r"loss-free rate: ([\d.]+)% of link", log)
-        if not trials or not result:
-            fail("find_lossfree_rate.lua printed no trials or no result:\n" + log[-3000:])
-        sent = sum(int(t[1]) for t in trials)
-        received = sum(int(t[2]) for t in trials)
-        check_accounting("find_lossfree_rate.lua", sent, received, stats)
-        if float(result.group(1)) != 100.0:
-            fail(f"with park and zero software drops every trial is loss-free, but the search found {result.group(1)}%")
-        print(f"find_lossfree_rate.lua: {len(trials)} trial(s), loss-free at {result.group(1)}% of link")
+        log, stats = run_pair(build, source, pktgen, tmp, "replay", "replay.lua", {"QS_RATE": 100, "QS_DURATION": 5})
+        try:
+            sent, received = memif_pair.replay_totals(log)
+            trials_log, trials_stats = run_pair(build, source, pktgen, tmp, "lossfree", "find_lossfree_rate.lua",
+                                                {"QS_TRIAL": 2, "QS_MIN_RATE": 10, "QS_PRECISION": 50})
+            trials, best = memif_pair.lossfree_result(trials_log)
+        except memif_pair.RunError as e:
+            fail(str(e))
+        check_accounting("replay.lua", sent, received, stats)
+        check_accounting("find_lossfree_rate.lua", sum(t[1] for t in trials), sum(t[2] for t in trials),
+                         trials_stats)
+        if best != 100.0:
+            fail(f"with park and zero software drops every trial is loss-free, but the search found {best}%")
+        print(f"find_lossfree_rate.lua: {len(trials)} trial(s), loss-free at {best}% of link")
     print("PASS")
     return 0
 
