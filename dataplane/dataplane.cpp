@@ -122,6 +122,10 @@ void Dataplane::build_lcores() {
     ctx->high_watermark = profile_.backpressure.high_watermark;
     ctx->low_watermark = profile_.backpressure.low_watermark;
     ctx->park_timeout_tsc = us_to_tsc(profile_.backpressure.park_timeout_us);
+    // A held ticket is offered to its owners once a microsecond, not on every
+    // iteration: each offer reads the owner's ring index, a line the owner
+    // writes. An owner drains a ring to its low watermark in far longer.
+    ctx->ticket_retry_tsc = us_to_tsc(1);
     ctx->action = profile_.action.type;
     ctx->cost_cycles = l.cost_cycles.value_or(profile_.action.cost_cycles);
     ctx->tx_drain_tsc = us_to_tsc(profile_.action.tx_drain_us);

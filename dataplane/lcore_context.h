@@ -32,6 +32,8 @@ struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t queue = 0;
   std::uint16_t profile_port = 0;  // index into Profile::ports
   ParkingTicket<rte_mbuf*> ticket;
+  std::uint64_t parked_since = 0;    // TSC when the ticket was issued (statistics)
+  std::uint64_t next_retry_tsc = 0;  // the held ticket is offered again from then on
   RxQueueStats stats;
 };
 
@@ -54,6 +56,12 @@ struct LcoreContext {
   std::vector<RingStats*> out_ring_stats;
   std::vector<Doorbell*> out_doorbells;  // by owner index; nullptr: that owner polls, never sleeps on one
   const MbufClassifier* classifier = nullptr;
+  // Owners (by index) for which a ticket of this lcore holds packets. A
+  // sibling RX queue parks its packets for them too instead of handing over,
+  // so that it cannot refill the owner's ring above the low watermark while
+  // the parked queue waits for it (which could starve that queue until its
+  // timeout).
+  std::uint64_t parked_owners = 0;
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner
@@ -83,6 +91,7 @@ struct LcoreContext {
   std::uint32_t high_watermark = 0;
   std::uint32_t low_watermark = 0;
   std::uint64_t park_timeout_tsc = 0;
+  std::uint64_t ticket_retry_tsc = 0;  // how often a held ticket is offered to its owners
   OwnerAction action = OwnerAction::kForward;
   std::uint32_t cost_cycles = 0;
   std::uint64_t tx_drain_tsc = 0;

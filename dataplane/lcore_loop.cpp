@@ -168,12 +168,15 @@ inline unsigned handoff_budget(const LcoreContext& c, const MbufRing& ring, std:
 }
 
 // The first packet parked issues the ticket: the queue stops being polled.
-inline void park(RxQueueContext& q, rte_mbuf* m, std::uint16_t owner, std::uint64_t now) {
+inline void park(LcoreContext& c, RxQueueContext& q, rte_mbuf* m, std::uint16_t owner, std::uint64_t now) {
   if (!q.ticket.held()) {
     q.stats.parks.add();
     q.stats.parked_now.set(1);
+    q.parked_since = now;
+    q.next_retry_tsc = now;
   }
   q.ticket.park(m, owner, now);
+  c.parked_owners |= std::uint64_t(1) << owner;
 }
 
 void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf** pkts, unsigned n,
@@ -181,7 +184,8 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
   MbufRing& ring = *c.out_rings[owner];
   RingStats& rs = *c.out_ring_stats[owner];
   const std::size_t occupancy = ring.size();
-  const unsigned budget = handoff_budget(c, ring, occupancy);
+  // While a sibling queue's ticket waits for this owner, this queue waits too.
+  const unsigned budget = (c.parked_owners >> owner & 1) != 0 ? 0u : handoff_budget(c, ring, occupancy);
   const unsigned took = ring.enqueue_burst(pkts, std::min(n, budget));
   rs.occupancy_high_water.max_with(occupancy + took);
   q.stats.enqueued.add(took);
@@ -195,7 +199,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
       count_drop(q.stats.drops, DropReason::kRingFull, rest);
       return;
     case BackpressurePolicy::kPark:
-      for (unsigned i = took; i < n; ++i) park(q, pkts[i], owner, now);
+      for (unsigned i = took; i < n; ++i) park(c, q, pkts[i], owner, now);
       q.stats.parked_packets.add(rest);
       return;
     case BackpressurePolicy::kShedNew: {
@@ -205,7 +209,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
           rte_pktmbuf_free(pkts[i]);
           count_drop(q.stats.drops, DropReason::kShedNew);
         } else {
-          park(q, pkts[i], owner, now);
+          park(c, q, pkts[i], owner, now);
           ++parked;
         }
       }
@@ -215,18 +219,21 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
   }
 }
 
-// Returns false while the queue must stay unpolled.
+void update_parked_owners(LcoreContext& c) {
+  std::uint64_t mask = 0;
+  for (const auto& q : c.rx) mask |= q->ticket.owner_mask();
+  c.parked_owners = mask;
+}
+
+// Returns false while the queue must stay unpolled. The parked packets are
+// offered first and only then is the timeout checked, so that nothing the
+// owner could take now is dropped; the timeout counts from the ticket's last
+// progress, so only a ticket whose owners took none of it for park_timeout is
+// dropped.
 bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigned& work) {
   if (!q.ticket.held()) return true;
-  const std::uint64_t issued = q.ticket.issued_tsc();
-  if (now - issued > c.park_timeout_tsc) {
-    const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
-    count_drop(q.stats.drops, DropReason::kParkTimeout, n);
-    q.stats.parked_cycles.add(now - issued);
-    q.stats.parked_now.set(0);
-    work += n;
-    return true;
-  }
+  if (now < q.next_retry_tsc) return false;
+  q.next_retry_tsc = now + c.ticket_retry_tsc;
   // Hysteresis: parked packets go back only once the owner's ring is at or
   // below its low watermark, so that a ring hovering at the high mark does
   // not flip the queue between parked and polled on every iteration.
@@ -239,11 +246,23 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
     if (took != 0 && c.out_doorbells[owner] != nullptr) c.out_doorbells[owner]->ring();
     return took;
   });
-  q.stats.enqueued.add(released);
-  work += released;
-  if (q.ticket.held()) return false;
-  q.stats.parked_cycles.add(now - issued);
+  if (released != 0) {
+    q.ticket.restart_clock(now);
+    q.stats.enqueued.add(released);
+    work += released;
+  }
+  if (q.ticket.held()) {
+    if (now - q.ticket.issued_tsc() <= c.park_timeout_tsc) {
+      if (released != 0) update_parked_owners(c);
+      return false;
+    }
+    const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    count_drop(q.stats.drops, DropReason::kParkTimeout, n);
+    work += n;
+  }
+  q.stats.parked_cycles.add(now - q.parked_since);
   q.stats.parked_now.set(0);
+  update_parked_owners(c);
   return true;
 }
 
@@ -404,6 +423,7 @@ void drain_after_stop(LcoreContext& c) {
     count_drop(q->stats.drops, DropReason::kShutdown, n);
     q->stats.parked_now.set(0);
   }
+  c.parked_owners = 0;
   if (c.owner_index < 0) return;
   const std::uint64_t now = rte_rdtsc();
   flush_tx(c, now);

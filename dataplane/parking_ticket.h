@@ -20,13 +20,19 @@ class ParkingTicket {
  public:
   bool held() const { return count_ != 0; }
   unsigned count() const { return count_; }
+  // When the ticket was issued, or last made progress (restart_clock).
   std::uint64_t issued_tsc() const { return issued_tsc_; }
+  // The owners (by index, below 64) that have packets parked here.
+  std::uint64_t owner_mask() const { return owner_mask_; }
+  // Some packets went back: the wait for the rest counts from now.
+  void restart_clock(std::uint64_t now_tsc) { issued_tsc_ = now_tsc; }
 
   void park(Packet p, std::uint16_t owner, std::uint64_t now_tsc) {
     assert(count_ < kMaxBurst);
     if (count_ == 0) issued_tsc_ = now_tsc;
     packets_[count_] = p;
     owners_[count_] = owner;
+    owner_mask_ |= std::uint64_t(1) << (owner & 63);
     ++count_;
   }
 
@@ -67,16 +73,19 @@ class ParkingTicket {
     const unsigned n = count_;
     for (unsigned i = 0; i < n; ++i) sink(packets_[i], owners_[i]);
     count_ = 0;
+    owner_mask_ = 0;
     return n;
   }
 
  private:
   void compact(const std::array<bool, kMaxBurst>& taken) {
     unsigned out = 0;
+    owner_mask_ = 0;
     for (unsigned i = 0; i < count_; ++i) {
       if (taken[i]) continue;
       packets_[out] = packets_[i];
       owners_[out] = owners_[i];
+      owner_mask_ |= std::uint64_t(1) << (owners_[i] & 63);
       ++out;
     }
     count_ = std::uint16_t(out);
@@ -85,6 +94,7 @@ class ParkingTicket {
   std::array<Packet, kMaxBurst> packets_{};
   std::array<std::uint16_t, kMaxBurst> owners_{};
   std::uint16_t count_ = 0;
+  std::uint64_t owner_mask_ = 0;
   std::uint64_t issued_tsc_ = 0;
 };
 

@@ -283,6 +283,46 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
   EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.stats.rx_total.rx);
 }
 
+// Hysteresis: once a queue has parked, its packets go back only when the
+// owner's ring is at or below the low watermark. One receiver, one slow
+// owner, one RX queue, bursts of 8 into a 64-slot ring (high 64, low 16): a
+// park happens with more than 56 packets in the ring and its release waits
+// until 16 or fewer are left, so the owner takes at least 40 packets between
+// two parks. Releasing as soon as the ring has room would park about once
+// per packet the owner takes.
+TEST(Backpressure, ParkedQueueResumesOnlyAtTheLowWatermark) {
+  const std::string yaml =
+      "ports:\n"
+      "  - {name: wire, device: \"{DEVICE}\", rx_queues: 1, tx_queues: 1, rx_descriptors: 128, rss: false}\n"
+      "mempool: {mbufs: 8191, cache: 32}\n"
+      "lcores:\n"
+      "  - {id: 1, rx: [\"wire:0\"]}\n"
+      "  - {id: 2, owner: true, cost_cycles: 6000}\n"
+      "rings: {size: 64, burst: 8}\n" +
+      steering_yaml({2}) +
+      "backpressure: {policy: park, high_watermark: 64, low_watermark: 16, park_timeout_us: 10000000}\n"
+      "action: {type: forward, tx_port: wire}\n"
+      "polling: {idle_sleep_us: 20, idle_polls_before_sleep: 32}\n"
+      "stats: {period_ms: 0}\n";
+  auto o = traffic_options(500, 1, 22);
+  o.malformed = 0;
+  o.non_quic = 0;
+  o.version_negotiation = 0;
+  o.client_to_server_only = true;
+  const PreparedTraffic t = prepare(o, 1, steering_of(yaml));
+  RingPort port(1, 128, 1, 1 << 17);
+  Scenario s(yaml, port);
+  const ScenarioResult r = s.run(t.frames, t.queue_of);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.stats.drops_sum(), 0u);
+  EXPECT_EQ(r.delivered.size(), r.sent);
+  const std::uint64_t parks = r.stats.rx_total.parks;
+  const std::uint64_t taken = r.stats.owner_total.dequeued;
+  EXPECT_GT(parks, 10u);
+  EXPECT_LE(parks, taken / 40 + 1) << taken << " packets taken by the owner";
+}
+
 // The chain from the TX queue back to the sender: the test drains each
 // owner's TX queue (a 64-descriptor ring) a few packets at a time, far slower
 // than the owners produce. Under park the owners keep what TX refuses, stop

@@ -71,5 +71,22 @@ TEST(ParkingTicket, HoldsAFullBurst) {
   for (unsigned i = 0; i < kMaxBurst; ++i) EXPECT_EQ(order[i], i);
 }
 
+// The owners a ticket waits for: what keeps sibling queues from overtaking it.
+TEST(ParkingTicket, OwnerMaskFollowsWhatIsParked) {
+  ParkingTicket<int> t;
+  EXPECT_EQ(t.owner_mask(), 0u);
+  t.park(1, 3, 5);
+  t.park(2, 63, 5);
+  t.park(3, 3, 5);
+  EXPECT_EQ(t.owner_mask(), (1ull << 3) | (1ull << 63));
+  // Owner 3 takes both of its packets: only 63 is waited for.
+  EXPECT_EQ(t.release([](std::uint16_t owner, int*, unsigned n) { return owner == 3 ? n : 0u; }), 2u);
+  EXPECT_EQ(t.owner_mask(), 1ull << 63);
+  t.restart_clock(40);
+  EXPECT_EQ(t.issued_tsc(), 40u);
+  t.drain([](int, std::uint16_t) {});
+  EXPECT_EQ(t.owner_mask(), 0u);
+}
+
 }  // namespace
 }  // namespace qs
