@@ -221,6 +221,7 @@ void Dataplane::release() {
 void Dataplane::launch() {
   if (running_) return;
   state_.store(RunState::kRun, std::memory_order_relaxed);
+  for (auto& c : lcores_) c->drain_acknowledged.store(false, std::memory_order_relaxed);
   start_tsc_ = rte_rdtsc();
   for (auto& c : lcores_) {
     const int rc = rte_eal_remote_launch(lcore_main, c.get(), c->lcore_id);
@@ -247,7 +248,15 @@ void Dataplane::stop() {
   if (running_) {
     state_.store(RunState::kDrain, std::memory_order_relaxed);
     const auto give_up = std::chrono::steady_clock::now() + kStopDrainLimit;
-    while (!drained() && std::chrono::steady_clock::now() < give_up)
+    // drained() is trusted only once every lcore has acknowledged the drain:
+    // an lcore between rte_eth_rx_burst and its hand-off holds packets that
+    // no ring or ticket shows yet.
+    auto all_acknowledged = [&] {
+      for (const auto& c : lcores_)
+        if (!c->drain_acknowledged.load(std::memory_order_acquire)) return false;
+      return true;
+    };
+    while (!(all_acknowledged() && drained()) && std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   state_.store(RunState::kStop, std::memory_order_relaxed);

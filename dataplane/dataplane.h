@@ -34,7 +34,9 @@ class Dataplane {
 
   void launch();
   // Stops in two steps: first the lcores stop polling RX queues while parked
-  // and queued packets still reach their owners (at most kStopDrainLimit);
+  // and queued packets still reach their owners (at most kStopDrainLimit;
+  // rings and tickets are trusted to be empty only once every lcore has
+  // acknowledged that it polls no more);
   // then they stop, and whatever is still parked, queued or buffered is freed
   // and counted as shutdown drops. Idempotent.
   void stop();

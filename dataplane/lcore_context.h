@@ -49,6 +49,10 @@ struct LcoreContext {
   unsigned lcore_id = 0;
   int owner_index = -1;  // -1: receives only
   const std::atomic<RunState>* state = nullptr;
+  // Set by the lcore once it has finished an iteration in which it saw
+  // kDrain: whatever it had taken from an RX queue is then in a ring, a
+  // ticket or a TX stage, where Dataplane::stop can see it.
+  std::atomic<bool> drain_acknowledged{false};
 
   // Receiving side.
   std::vector<std::unique_ptr<RxQueueContext>> rx;

@@ -367,6 +367,10 @@ int lcore_main(void* arg) {
     // of a burst would have nowhere to go. Tickets are still retried.
     for (auto& q : c.rx)
       work += service_rx_queue(c, *q, now, state == RunState::kRun && (!owner || tx_has_room(c, now)));
+    // This iteration polled no RX queue: everything taken before is now
+    // where the main lcore can see it.
+    if (state == RunState::kDrain && !c.drain_acknowledged.load(std::memory_order_relaxed))
+      c.drain_acknowledged.store(true, std::memory_order_release);
 
     if (now - last_tick > c.tx_drain_tsc) {
       const std::uint64_t since_tick = now - last_tick;
