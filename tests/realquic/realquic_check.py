@@ -8,6 +8,7 @@ when an assertion fails.
   counts    WORK TAG
   cids      WORK --cid-tool PATH --cr N --sid-len N --nonce-len N [--key HEX]
   servers   WORK --unknown-cid zero|some
+  classify  WORK TAG --cid-tool PATH --profile FILE
 """
 import argparse
 import glob
@@ -246,6 +247,23 @@ def cmd_cids(a):
     return 1 if failures or not cids else 0
 
 
+def cmd_classify(a):
+    """quicsteer-cid classify over the client-side capture (snaplen 128): no
+    frame may read malformed or cut (they are judged by their wire length)."""
+    cap = os.path.join(a.work, f"{a.tag}-rx.pcap")
+    out = subprocess.run([a.cid_tool, "classify", "--profile", a.profile, cap], capture_output=True, text=True)
+    rows = [line.split(",") for line in out.stdout.splitlines()[1:]]
+    verdicts = {}
+    for r in rows:
+        verdicts[r[1]] = verdicts.get(r[1], 0) + 1
+    print(f"  {a.tag}: quicsteer-cid classify of the snaplen-128 capture: {verdicts}; {out.stderr.strip()}")
+    bad = [r for r in rows if r[1].startswith("malformed") or r[1] == "truncated_capture"]
+    if out.returncode != 0 or bad or not rows:
+        print(f"  {a.tag}: FAILED: {len(bad)} frames misjudged (first: {bad[:1]}), exit {out.returncode}")
+        return 1
+    return 0
+
+
 def cmd_servers(a):
     summaries = [e for e in server_events(a.work) if e["event"] == "summary"]
     unknown = sum(e["unknown_cid"] for e in summaries)
@@ -284,11 +302,17 @@ def main():
     d.add_argument("--sid-len", type=int, required=True)
     d.add_argument("--nonce-len", type=int, required=True)
     d.add_argument("--key")
+    k = sub.add_parser("classify")
+    k.add_argument("work")
+    k.add_argument("tag")
+    k.add_argument("--cid-tool", required=True)
+    k.add_argument("--profile", required=True)
     s = sub.add_parser("servers")
     s.add_argument("work")
     s.add_argument("--unknown-cid", choices=["zero", "some"], required=True)
     a = p.parse_args()
-    return {"transfers": cmd_transfers, "counts": cmd_counts, "cids": cmd_cids, "servers": cmd_servers}[a.cmd](a)
+    return {"transfers": cmd_transfers, "counts": cmd_counts, "cids": cmd_cids, "servers": cmd_servers,
+            "classify": cmd_classify}[a.cmd](a)
 
 
 if __name__ == "__main__":
