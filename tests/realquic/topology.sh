@@ -89,13 +89,23 @@ qsrq_up() {
     ip -n "$srv" neigh replace "$QSRQ_CLIENT" lladdr "02:00:00:77:00:b$n" nud permanent dev "qsrq-r$n"
     ip -n "$srv" neigh replace "$QSRQ_CLIENT2" lladdr "02:00:00:77:00:b$n" nud permanent dev "qsrq-r$n"
   done
-  if [ "$mode" = bridge ]; then
-    ip -n "$qs" link add qsrq-br type bridge || return 1
-    ip -n "$qs" link set qsrq-rx master qsrq-br
-    ip -n "$qs" link set qsrq-s0 master qsrq-br
-    ip -n "$qs" link set qsrq-br up
-  fi
+  if [ "$mode" = bridge ]; then qsrq_bridge on || return 1; fi
   return 0
+}
+
+# qsrq_bridge on|off: a kernel bridge from qsrq-rx to qsrq-s0 in the
+# quicsteer namespace, in quicsteer's place (no quicsteer may run meanwhile).
+qsrq_bridge() {
+  local qs
+  qs=$(qsrq_ns qs)
+  if [ "$1" = on ]; then
+    ip -n "$qs" link add qsrq-br type bridge || return 1
+    ip -n "$qs" link set qsrq-rx master qsrq-br &&
+      ip -n "$qs" link set qsrq-s0 master qsrq-br &&
+      ip -n "$qs" link set qsrq-br up
+  else
+    ip -n "$qs" link del qsrq-br
+  fi
 }
 
 # qsrq_client_source ADDR: the source address new client sockets take (gtlsclient
