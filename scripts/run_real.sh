@@ -4,7 +4,8 @@
 # topology.sh), starts one quicsteer-server per owner lcore and quicsteer on
 # configs/realquic.yaml, runs 8 downloads and 2 uploads of 5 MiB with
 # ngtcp2's gtlsclient, then the same with every client moving to a new
-# address mid-connection, prints each transfer's result, quicsteer's summary
+# address before its request, then 8 downloads behind a NAT rebinding (same
+# CID, new port), prints each transfer's result, quicsteer's summary
 # and the servers' summaries, and removes everything. As root.
 #   four_tuple: the same with steering.mode four_tuple (the baseline):
 #   migrated connections that change owner fail.
@@ -44,6 +45,9 @@ $check transfers "$RQ_WORK" plain --ndown 8 --nup 2 --migration none --expect ok
 echo "== the same, each client moving to a new address (10.77.0.2 -> 10.77.0.3) before its request"
 rq_transfers moved 8 2 address
 $check transfers "$RQ_WORK" moved --ndown 8 --nup 2 --migration address --expect ok
+echo "== 8 downloads whose clients rebind to a new port keeping their CID (a NAT rebinding): quicsteer follows them"
+rq_transfers rebound 8 0 rebind
+$check transfers "$RQ_WORK" rebound --ndown 8 --nup 0 --migration rebind --expect ok
 sleep 0.5
 rq_stop_servers
 rq_stop_quicsteer

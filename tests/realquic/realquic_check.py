@@ -4,8 +4,8 @@ clients received, what the servers logged, what quicsteer counted and what the
 namespaces' captures saw. Each subcommand prints what it found and exits 1
 when an assertion fails.
 
-  transfers WORK TAG --ndown N --nup N --migration none|port|address --expect ok|some-fail
-  counts    WORK TAG
+  transfers WORK TAG --ndown N --nup N --migration none|port|address|rebind --expect ok|some-fail
+  counts    WORK TAG [--min-migrations N]
   cids      WORK --cid-tool PATH --cr N --sid-len N --nonce-len N [--key HEX]
   servers   WORK --unknown-cid zero|some
   classify  WORK TAG --cid-tool PATH --profile FILE
@@ -155,7 +155,7 @@ def cmd_transfers(a):
                 first_addr = first["client"].rsplit(":", 1)[0]
                 if a.migration == "address" and not any(p.rsplit(":", 1)[0] != first_addr for p in paths):
                     failures.append(f"connection {scid} moved from {first['client']} to {paths}, not to a new address")
-                if a.migration == "port" and not any(p != first["client"] and p.rsplit(":", 1)[0] == first_addr
+                if a.migration in ("port", "rebind") and not any(p != first["client"] and p.rsplit(":", 1)[0] == first_addr
                                                      for p in paths):
                     failures.append(f"connection {scid} moved from {first['client']} to {paths}, not to a new port")
             if len(conns) < total:
@@ -222,6 +222,9 @@ def cmd_counts(a):
         failures.append("mbuf leak")
     if rx == 0:
         failures.append("nothing crossed quicsteer")
+    print(f"  {a.tag}: quicsteer followed {total['migrations']} migrations (a known CID from a new 4-tuple)")
+    if total["migrations"] < a.min_migrations:
+        failures.append(f"quicsteer followed {total['migrations']} migrations, want at least {a.min_migrations}")
     for f in failures:
         print(f"  {a.tag}: FAILED: {f}")
     return 1 if failures else 0
@@ -290,11 +293,12 @@ def main():
     t.add_argument("tag")
     t.add_argument("--ndown", type=int, required=True)
     t.add_argument("--nup", type=int, required=True)
-    t.add_argument("--migration", choices=["none", "port", "address"], required=True)
+    t.add_argument("--migration", choices=["none", "port", "address", "rebind"], required=True)
     t.add_argument("--expect", choices=["ok", "some-fail"], required=True)
     c = sub.add_parser("counts")
     c.add_argument("work")
     c.add_argument("tag")
+    c.add_argument("--min-migrations", type=int, default=0)
     d = sub.add_parser("cids")
     d.add_argument("work")
     d.add_argument("--cid-tool", required=True)

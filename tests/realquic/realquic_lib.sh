@@ -128,12 +128,17 @@ rq_client() {
 # to a new UDP port 1 s after its handshake, before it sends its request at
 # 1.5 s); address (the same, and the client namespace's source address
 # changes to 10.77.0.3 once every client has its socket, so the move is to a
-# new address). Waits for all; the phase's wall-clock window goes to
+# new address); rebind (a NAT rebinding: a new port with the same CID, no
+# path validation by the client). Waits for all; the phase's wall-clock window goes to
 # $RQ_WORK/TAG-window.
 rq_transfers() {
   local tag=$1 ndown=$2 nup=$3 migration=$4
   local mig=()
-  [ "$migration" = none ] || mig=(--change-local-addr=1s --delay-stream=1500ms)
+  case $migration in
+    none) ;;
+    rebind) mig=(--change-local-addr=1s --nat-rebinding --delay-stream=1500ms) ;;
+    *) mig=(--change-local-addr=1s --delay-stream=1500ms) ;;
+  esac
   : >"$RQ_WORK/$tag-clients.tsv"
   RQ_CLIENTS=()
   local t0 i

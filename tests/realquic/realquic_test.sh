@@ -5,7 +5,9 @@
 #
 #   1. CID steering (configs/realquic.yaml): 20 parallel downloads and 4
 #      uploads of 5 MiB, three times: no migration, active migration to a new
-#      port, active migration to a new address. Every transfer must arrive
+#      port, active migration to a new address; then 10 downloads with a NAT
+#      rebinding (same CID, new port: quicsteer must count those migrations).
+#      Every transfer must arrive
 #      with the right sha256, every migrated connection must have moved (the
 #      servers' logs), no server may see a packet of a connection it does not
 #      have, every CID the servers issued must decode to their server ID, and
@@ -81,14 +83,16 @@ run_quicsteer() {
   fi
   rq_stop_captures
   sed -n '/== quicsteer summary/,$p' "$RQ_WORK/$tag-quicsteer.out"
-  check $CHECK counts "$RQ_WORK" "$tag"
+  check $CHECK counts "$RQ_WORK" "$tag" --min-migrations "$MIN_MIGRATIONS"
 }
 
 rq_log "CID steering (configs/realquic.yaml)"
+MIN_MIGRATIONS=10  # the NAT rebinding phase: 10 known CIDs from new 4-tuples
 run_quicsteer cid "$PROFILE" \
   cid-plain 20 4 none ok \
   cid-port 20 4 port ok \
-  cid-address 20 4 address ok || failed=1
+  cid-address 20 4 address ok \
+  cid-rebind 10 0 rebind ok || failed=1
 check $CHECK servers "$RQ_WORK" --unknown-cid zero
 check $CHECK classify "$RQ_WORK" cid --cid-tool "$BUILD/quicsteer-cid" --profile "$PROFILE"
 check $CHECK cids "$RQ_WORK" --cid-tool "$BUILD/quicsteer-cid" --cr 1 --sid-len 2 --nonce-len 14 \
@@ -96,6 +100,7 @@ check $CHECK cids "$RQ_WORK" --cid-tool "$BUILD/quicsteer-cid" --cr 1 --sid-len 
 for f in "$RQ_WORK"/server*.jsonl; do mv "$f" "$RQ_WORK/cid-$(basename "$f")"; done
 
 rq_log "baseline: steering.mode four_tuple"
+MIN_MIGRATIONS=0
 run_quicsteer tuple "$RQ_WORK/four_tuple.yaml" \
   tuple-plain 20 4 none ok \
   tuple-port 20 4 port some-fail || failed=1
