@@ -276,6 +276,11 @@ def cmd_servers(a):
     if len(summaries) != 2:
         print("  servers: FAILED: both servers must have written their summary")
         return 1
+    for path in glob.glob(os.path.join(a.work, "server*.out")):
+        text = open(path, errors="replace").read()
+        if re.search(r"ERROR: \w*Sanitizer|runtime error:", text):
+            print(f"  servers: FAILED: {os.path.basename(path)} reports a sanitizer error")
+            return 1
     if a.unknown_cid == "zero" and unknown != 0:
         print("  servers: FAILED: a server received packets of a connection it does not have")
         return 1

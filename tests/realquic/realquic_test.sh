@@ -97,7 +97,7 @@ check $CHECK servers "$RQ_WORK" --unknown-cid zero
 check $CHECK classify "$RQ_WORK" cid --cid-tool "$BUILD/quicsteer-cid" --profile "$PROFILE"
 check $CHECK cids "$RQ_WORK" --cid-tool "$BUILD/quicsteer-cid" --cr 1 --sid-len 2 --nonce-len 14 \
   --key 72656171756963207175696373746565
-for f in "$RQ_WORK"/server*.jsonl; do mv "$f" "$RQ_WORK/cid-$(basename "$f")"; done
+for f in "$RQ_WORK"/server*.jsonl "$RQ_WORK"/server*.out; do mv "$f" "$RQ_WORK/cid-$(basename "$f")"; done
 
 rq_log "baseline: steering.mode four_tuple"
 MIN_MIGRATIONS=0
