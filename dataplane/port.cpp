@@ -48,6 +48,19 @@ void apply_flow_control(std::uint16_t port_id, const PortConfig& cfg) {
 
 }  // namespace
 
+std::string rss_note(const PortConfig& cfg, const std::string& driver_name, std::uint64_t rss_hf) {
+  if (!cfg.rss || cfg.rx_queues <= 1) return "off";
+  if (rss_hf != 0) return "on (IP/UDP 4-tuple)";
+  // net_af_packet joins its queues' sockets in one PACKET_FANOUT_HASH group:
+  // the kernel spreads the interface's flows over them by flow hash (and,
+  // with the rollover flag the driver sets, moves a packet to another queue
+  // when its own queue's ring is full).
+  if (driver_name == "net_af_packet")
+    return "requested; the driver has no RSS, but the kernel's fanout spreads flows over the queues by flow hash "
+           "(a packet whose queue's ring is full rolls over to another queue)";
+  return "requested, but the driver offers no RSS (each queue is fed by its own source)";
+}
+
 void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
                        const rte_eth_desc_lim& lim) {
   if (want > lim.nb_max || want < lim.nb_min)
@@ -92,18 +105,15 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_
   if (cfg.tx_queues > 0) check_descriptors(cfg, "tx", cfg.tx_descriptors, info.tx_desc_lim);
 
   rte_eth_conf conf{};
-  std::string rss_note = "off";
   if (cfg.rss && cfg.rx_queues > 1) {
     const std::uint64_t want = RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP;
     const std::uint64_t hf = want & info.flow_type_rss_offloads;
     if (hf != 0) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
       conf.rx_adv_conf.rss_conf.rss_hf = hf;
-      rss_note = "on (IP/UDP 4-tuple)";
-    } else {
-      rss_note = "requested, but the driver offers no RSS (each queue is fed by its own source)";
     }
   }
+  const std::string rss = rss_note(cfg, info.driver_name ? info.driver_name : "", conf.rx_adv_conf.rss_conf.rss_hf);
   // A zero-queue direction still needs one queue for rte_eth_dev_configure on
   // most drivers; the profile's counts are what the lcores use.
   rc = rte_eth_dev_configure(port_id, cfg.rx_queues, cfg.tx_queues, &conf);
@@ -135,7 +145,7 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_
 
   std::printf("port %s: id %u, driver %s, %u RX / %u TX queues, %u/%u descriptors, RSS %s\n",
               cfg.name.c_str(), port_id, info.driver_name, cfg.rx_queues, cfg.tx_queues,
-              cfg.rx_descriptors, cfg.tx_descriptors, rss_note.c_str());
+              cfg.rx_descriptors, cfg.tx_descriptors, rss.c_str());
   if (cfg.rx_queues > 0) {
     if (cfg.rx_drop_en)
       std::printf("port %s: back-pressure: per-queue isolation (rx_drop_en on: a parked queue "

@@ -32,6 +32,12 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_
 void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
                        const rte_eth_desc_lim& lim);
 
+// What start-up says about spreading flows over RX queues: RSS in force
+// (the hash types), a driver that spreads flows by other means
+// (net_af_packet: the kernel's fanout), or queues that each have their own
+// source. `rss_hf` is what was asked of the driver (0: no RSS).
+std::string rss_note(const PortConfig& cfg, const std::string& driver_name, std::uint64_t rss_hf);
+
 // Stops and closes the port; a vdev that was hot-plugged is removed too.
 void stop_and_close_port(std::uint16_t port_id);
 

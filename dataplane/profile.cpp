@@ -563,7 +563,10 @@ class ProfileDecoder {
 
   void decode_steering(const Field& f) {
     SteeringConfig& s = p_.steering;
-    const MapReader m(d_, f, {"quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback"});
+    const MapReader m(d_, f, {"mode", "quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback"});
+    if (auto v = m.get("mode")) {
+      s.mode = d_.choice<SteeringMode>(*v, {{"cid", SteeringMode::kCid}, {"four_tuple", SteeringMode::kFourTuple}});
+    }
     if (auto v = m.get("quic_ports")) {
       const std::vector<Field> items = d_.list(*v);
       if (items.empty()) d_.fail(*v, "at least one UDP port is required");
@@ -908,6 +911,7 @@ std::string dump_profile(const Profile& p) {
 
   const SteeringConfig& s = p.steering;
   out << YAML::Key << "steering" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mode" << YAML::Value << (s.mode == SteeringMode::kCid ? "cid" : "four_tuple");
   out << YAML::Key << "quic_ports" << YAML::Value << YAML::Flow << YAML::BeginSeq;
   for (std::uint16_t port : s.quic_ports) out << port;
   out << YAML::EndSeq;

@@ -45,8 +45,10 @@ std::uint64_t StatsSnapshot::drops_sum() const {
 
 namespace {
 
-double mpps(std::uint64_t now, std::uint64_t before, double seconds) {
-  return seconds > 0 && now >= before ? double(now - before) / seconds / 1e6 : 0.0;
+// Counters never go backwards (port counters carry across device resets), but
+// a rate is 0 rather than a wrapped subtraction should one ever do.
+double pps(std::uint64_t now, std::uint64_t before, double seconds) {
+  return seconds > 0 && now >= before ? double(now - before) / seconds : 0.0;
 }
 
 std::string drops_text(const DropArray& d) {
@@ -61,12 +63,21 @@ std::string drops_text(const DropArray& d) {
 
 }  // namespace
 
+std::string format_rate(double packets_per_second) {
+  char buf[32];
+  if (!(packets_per_second > 0)) return "0 pps";
+  if (packets_per_second >= 1e6) std::snprintf(buf, sizeof buf, "%.3f Mpps", packets_per_second / 1e6);
+  else if (packets_per_second >= 1e3) std::snprintf(buf, sizeof buf, "%.3f kpps", packets_per_second / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f pps", packets_per_second);
+  return buf;
+}
+
 void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev) {
   const double dt = now.elapsed_s - prev.elapsed_s;
   std::uint64_t processed_delta = 0;
   for (std::size_t i = 0; i < now.lcores.size(); ++i)
     processed_delta += now.lcores[i].owner.processed - (i < prev.lcores.size() ? prev.lcores[i].owner.processed : 0);
-  std::fprintf(out, "\n%7.1fs  lcore owner  busy  rx Mpps  tx Mpps  share  conns   migr  parks  parked  drops\n",
+  std::fprintf(out, "\n%7.1fs  lcore owner  busy     rx rate     tx rate  share  conns   migr  parks  parked  drops\n",
                now.elapsed_s);
   for (std::size_t i = 0; i < now.lcores.size(); ++i) {
     const LcoreSnapshot& l = now.lcores[i];
@@ -80,9 +91,10 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
     if (l.owner_index >= 0) std::snprintf(owner, sizeof owner, "%d", l.owner_index);
     else std::snprintf(owner, sizeof owner, "-");
     const double busy = dt > 0 && now.tsc_hz ? 100.0 * double(l.busy_cycles - p.busy_cycles) / (dt * double(now.tsc_hz)) : 0.0;
-    std::fprintf(out, "          %5u %5s  %3.0f%%  %7.3f  %7.3f  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
+    std::fprintf(out, "          %5u %5s  %3.0f%%  %10s  %10s  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
                       "  %-6s  %s\n",
-                 l.lcore, owner, busy, mpps(l.rx.rx, p.rx.rx, dt), mpps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt),
+                 l.lcore, owner, busy, format_rate(pps(l.rx.rx, p.rx.rx, dt)).c_str(),
+                 format_rate(pps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt)).c_str(),
                  processed_delta ? 100.0 * double(processed) / double(processed_delta) : 0.0,
                  l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
                  drops_text(d).c_str());
@@ -90,26 +102,30 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
   for (std::size_t i = 0; i < now.ports.size(); ++i) {
     const PortSnapshot& p = now.ports[i];
     const PortSnapshot q = i < prev.ports.size() ? prev.ports[i] : PortSnapshot{};
-    std::fprintf(out, "          port %-8s rx %7.3f Mpps  tx %7.3f Mpps  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
-                 p.name.c_str(), mpps(p.ipackets, q.ipackets, dt), mpps(p.opackets, q.opackets, dt), p.imissed,
-                 p.rx_nombuf);
+    std::fprintf(out, "          port %-8s rx %10s  tx %10s  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
+                 p.name.c_str(), format_rate(pps(p.ipackets, q.ipackets, dt)).c_str(),
+                 format_rate(pps(p.opackets, q.opackets, dt)).c_str(), p.imissed, p.rx_nombuf);
   }
   std::fflush(out);
 }
 
 void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) {
   const double t = s.elapsed_s > 0 ? s.elapsed_s : 1;
-  std::uint64_t busiest_migrations = 0;
-  unsigned busiest = 0;
+  // Only owners follow migrations; name the one with most, if any did.
+  const LcoreSnapshot* busiest = nullptr;
   for (const auto& l : s.lcores)
-    if (l.owner.migrations > busiest_migrations) busiest_migrations = l.owner.migrations, busiest = l.lcore;
+    if (l.owner_index >= 0 && l.owner.migrations > 0 && (!busiest || l.owner.migrations > busiest->owner.migrations))
+      busiest = &l;
   std::fprintf(out, "\n== quicsteer summary (%.1f s)\n", s.elapsed_s);
-  std::fprintf(out, "  received      %" PRIu64 " packets, %.3f Mpps\n", s.rx_total.rx, double(s.rx_total.rx) / t / 1e6);
+  std::fprintf(out, "  received      %" PRIu64 " packets, %s\n", s.rx_total.rx,
+               format_rate(double(s.rx_total.rx) / t).c_str());
   std::fprintf(out, "  processed     %" PRIu64 " packets by owners (%" PRIu64 " handed over on rings, %" PRIu64 " run locally)\n",
                s.owner_total.processed, s.rx_total.enqueued, s.rx_total.steered_self);
   std::fprintf(out, "  transmitted   %" PRIu64 "   sunk %" PRIu64 "\n", s.owner_total.tx, s.owner_total.sunk);
-  std::fprintf(out, "  connections   %" PRIu64 " seen, %" PRIu64 " migrations followed (most on lcore %u: %" PRIu64 ")\n",
-               s.owner_total.connections, s.owner_total.migrations, busiest, busiest_migrations);
+  std::fprintf(out, "  connections   %" PRIu64 " seen, %" PRIu64 " migrations followed", s.owner_total.connections,
+               s.owner_total.migrations);
+  if (busiest) std::fprintf(out, " (most on owner lcore %u: %" PRIu64 ")", busiest->lcore, busiest->owner.migrations);
+  std::fprintf(out, "\n");
   for (const auto& l : s.lcores)
     if (l.owner_index >= 0)
       std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections, %" PRIu64 " migrations\n",

@@ -77,6 +77,10 @@ struct StatsSnapshot {
   std::uint64_t drops_sum() const;
 };
 
+// A packet rate for a person: "6.652 Mpps", "4.372 kpps" or "512 pps",
+// whichever keeps digits that are not all zero.
+std::string format_rate(double packets_per_second);
+
 // One table of rates since `prev` (per lcore and per port), for the live view.
 void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev);
 // The end-of-run summary for a person.

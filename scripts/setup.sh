@@ -13,6 +13,8 @@ packages=(
   lua5.3                           # luac -p over the pktgen scripts
   tshark                           # checks quicgen's captures decode as QUIC
   gnuplot-nox                      # the e2e benchmark's plot
+  libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev libnghttp3-dev   # quicsteer-server
+  ngtcp2-client tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, captures, namespaces
 )
 
 missing=()

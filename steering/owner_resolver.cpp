@@ -55,6 +55,7 @@ void ServerIdMap::build(
 
 OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBackend backend)
     : owner_lcores_(checked_owners(config)),
+      mode_(config.mode),
       key_(SipHashKey::from_bytes(config.fallback_key)),
       ring_(owner_lcores_, key_, config.fallback_vnodes) {
   std::set<std::uint8_t> sid_lengths;

@@ -18,6 +18,8 @@
 //      a UDP header) and addresses (kFallbackTuple). Non-first IP fragments
 //      have no ports, so they hash by addresses alone.
 //   4. Not IP, or malformed: no owner (kNone); the dataplane decides.
+// With SteeringMode::kFourTuple, QUIC skips 1 and 2 (a baseline: what RSS or
+// SO_REUSEPORT give).
 #pragma once
 
 #include <array>
@@ -209,10 +211,12 @@ class OwnerResolver {
     return codepoints_[quic_lb_config_id(first_octet)].kind == Codepoint::kEncrypted;
   }
 
+  SteeringMode mode() const { return mode_; }
+
   Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p) const {
     switch (p.verdict) {
       case Verdict::kQuic:
-        if (p.dcid_len > 0) return resolve_dcid(p.dcid(frame), p.dcid_len);
+        if (p.dcid_len > 0 && mode_ == SteeringMode::kCid) return resolve_dcid(p.dcid(frame), p.dcid_len);
         [[fallthrough]];
       case Verdict::kNotQuic:
         return {fallback_owner_for_tuple(frame, p), ResolveMethod::kFallbackTuple};
@@ -238,6 +242,7 @@ class OwnerResolver {
   };
 
   std::vector<unsigned> owner_lcores_;
+  SteeringMode mode_ = SteeringMode::kCid;
   std::array<Codepoint, 8> codepoints_{};
   std::array<std::optional<QuicLbCodec>, 8> codecs_;
   ServerIdMap server_ids_;

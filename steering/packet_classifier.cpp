@@ -19,7 +19,8 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];
-      if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0) {
+      if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0 &&
+          resolver_.mode() == SteeringMode::kCid) {
         const std::uint8_t* dcid = d.packet.dcid(frame);
         if (resolver_.encrypted_codepoint(dcid[0])) {
           const unsigned cp = quic_lb_config_id(dcid[0]);

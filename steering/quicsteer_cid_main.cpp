@@ -49,6 +49,10 @@ const char* kUsage =
     "        dcid/scid lowercase hex (empty when none); owner the lcore the profile's\n"
     "        steering picks (QUIC-LB, else keyed consistent hash of the DCID or 4-tuple),\n"
     "        or - when nothing routes the frame.\n"
+    "        Frames are judged by their length on the wire: a capture with a short snaplen\n"
+    "        (tcpdump -s 128) holds the headers, and a payload cut by the snaplen is not\n"
+    "        malformed; classify says once on stderr that the capture was truncated. A frame\n"
+    "        cut before the headers it needs reads truncated_capture.\n"
     "        --profile FILE  take quic_ports, short_dcid_len, quic_lb, servers, fallback and\n"
     "                        the owner lcores from a quicsteer profile. Without it: port\n"
     "                        443, short DCIDs of 8 octets, no QUIC-LB, and owner is always -\n"
@@ -195,6 +199,23 @@ int run_decode(Args& args) {
   return 0;
 }
 
+// How far into the frame the parser's verdict reaches: the octets it read.
+std::size_t needed_octets(const qs::ParsedPacket& p) {
+  switch (p.verdict) {
+    case qs::Verdict::kQuic:
+      if (p.form == qs::QuicForm::kLong) return std::size_t(p.scid_offset) + p.scid_len;
+      return std::size_t(p.dcid_offset) + p.dcid_len;
+    case qs::Verdict::kNotQuic:
+      return std::size_t(p.l4_offset) + 8;
+    case qs::Verdict::kNotUdp:
+      if (p.ip_version == 0) return p.l3_offset;  // not IP: the EtherType said so
+      return p.l4_offset ? p.l4_offset : std::size_t(p.l3_offset) + (p.ip_version == 6 ? 40 : 20);
+    case qs::Verdict::kMalformed:
+      break;
+  }
+  return 0xffff;
+}
+
 int run_classify(Args& args) {
   std::optional<std::string> profile_path, pcap_path;
   std::vector<std::uint16_t> ports;
@@ -242,9 +263,32 @@ int run_classify(Args& args) {
   const u_char* data = nullptr;
   unsigned long frame = 0;
   int rc;
+  unsigned long truncated = 0;
+  std::vector<std::uint8_t> wire;  // a truncated frame, zero-filled to its wire length
   while ((rc = pcap_next_ex(pcap, &header, &data)) == 1) {
     ++frame;
-    const qs::ParsedPacket p = qs::parse_packet(data, header->caplen, parser);
+    qs::ParsedPacket p = qs::parse_packet(data, header->caplen, parser);
+    bool cut_headers = false;
+    if (header->caplen < header->len) {
+      ++truncated;
+      // Judge the wire length: parse the frame as long as it was, and keep
+      // that verdict when everything it read lies within the captured octets.
+      wire.assign(data, data + header->caplen);
+      wire.resize(header->len, 0);
+      const qs::ParsedPacket w = qs::parse_packet(wire.data(), wire.size(), parser);
+      if (w.verdict == qs::Verdict::kMalformed) {
+        // Decided by the captured octets only if they alone give the same answer.
+        cut_headers = !(p.verdict == qs::Verdict::kMalformed && p.reason == w.reason);
+      } else {
+        cut_headers = needed_octets(w) > header->caplen;
+      }
+      p = w;
+      data = wire.data();
+    }
+    if (cut_headers) {
+      std::cout << frame << ",truncated_capture,-,-,-,,,-\n";
+      continue;
+    }
     std::string verdict(qs::to_string(p.verdict));
     if (p.verdict == qs::Verdict::kMalformed) verdict += ":" + std::string(qs::to_string(p.reason));
     std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-";
@@ -269,6 +313,10 @@ int run_classify(Args& args) {
   if (rc == PCAP_ERROR)
     throw std::runtime_error(*pcap_path + ": frame " + std::to_string(frame + 1) + ": " +
                              pcap_geterr(pcap));
+  if (truncated)
+    std::cerr << "quicsteer-cid: " << *pcap_path << ": " << truncated << " of " << frame
+              << " frames were truncated by the capture (snaplen " << pcap_snapshot(pcap)
+              << "); they are judged by their length on the wire\n";
   return 0;
 }
 

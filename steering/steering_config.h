@@ -31,7 +31,14 @@ struct ServerRoute {
   unsigned owner_lcore = 0;
 };
 
+// How QUIC packets find their owner. kCid: by the DCID (QUIC-LB, then the
+// keyed DCID hash), which follows a connection across address changes.
+// kFourTuple: by the keyed hash of addresses and ports alone, as RSS or
+// SO_REUSEPORT would; a baseline that splits migrated connections.
+enum class SteeringMode : std::uint8_t { kCid, kFourTuple };
+
 struct SteeringConfig {
+  SteeringMode mode = SteeringMode::kCid;
   std::vector<std::uint16_t> quic_ports{443};
   // DCID length of short-header packets whose first octet selects no QUIC-LB
   // config (and for every short header when no config is set).

@@ -80,3 +80,25 @@ TEST(DescriptorCheckDirection, TxErrorsSayTx) {
 
 }  // namespace
 }  // namespace qs
+
+namespace qs {
+namespace {
+
+// The start-up line about spreading flows: net_af_packet spreads them without
+// RSS (its kernel fanout); others without RSS feed each queue on its own.
+TEST(RssNote, SaysHowFlowsAreSpread) {
+  PortConfig cfg;
+  cfg.rx_queues = 2;
+  EXPECT_EQ(rss_note(cfg, "net_ixgbe", 0x38d34), "on (IP/UDP 4-tuple)");
+  EXPECT_NE(rss_note(cfg, "net_af_packet", 0).find("kernel's fanout spreads flows"), std::string::npos);
+  EXPECT_EQ(rss_note(cfg, "net_af_packet", 0).find("no RSS (each queue is fed by its own source)"), std::string::npos);
+  EXPECT_EQ(rss_note(cfg, "net_pcap", 0), "requested, but the driver offers no RSS (each queue is fed by its own source)");
+  cfg.rx_queues = 1;
+  EXPECT_EQ(rss_note(cfg, "net_af_packet", 0), "off");
+  cfg.rx_queues = 2;
+  cfg.rss = false;
+  EXPECT_EQ(rss_note(cfg, "net_ixgbe", 0), "off");
+}
+
+}  // namespace
+}  // namespace qs

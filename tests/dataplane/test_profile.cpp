@@ -172,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "must be in 1..64, got 65"},
         BadProfile{"burst_above_ring_size", kBase + "rings:\n  size: 16\n  burst: 32\n", "t.yaml:6:10: rings.burst",
                    "must not exceed rings.size (16), got 32"},
+        BadProfile{"bad_steering_mode", kBase + "steering:\n  mode: rss\n", "t.yaml:5:9: steering.mode",
+                   "expected one of cid | four_tuple, got 'rss'"},
         BadProfile{"quic_port_zero", kBase + "steering:\n  quic_ports: [443, 0]\n",
                    "t.yaml:5:21: steering.quic_ports[1]", "must be in 1..65535, got 0"},
         BadProfile{"quic_port_above_65535", kBase + "steering:\n  quic_ports: [443, 65536]\n",
@@ -460,6 +462,7 @@ TEST(Profile, FillsEveryDefault) {
   EXPECT_EQ(p.rings.burst, 32);
   EXPECT_EQ(p.steering.quic_ports, std::vector<std::uint16_t>{443});
   EXPECT_EQ(p.steering.short_dcid_len, 8);
+  EXPECT_EQ(p.steering.mode, qs::SteeringMode::kCid);
   EXPECT_TRUE(p.steering.quic_lb.empty());
   EXPECT_TRUE(p.steering.server_routes.empty());
   EXPECT_EQ(p.steering.owner_lcores, std::vector<unsigned>{1});
@@ -509,6 +512,7 @@ lcores:
   - {id: 2, rx: ["wire:0"], owner: true}
 rings: {size: 4096, burst: 64}
 steering:
+  mode: four_tuple
   quic_ports: [443, 4433]
   short_dcid_len: 0
   quic_lb:
@@ -553,6 +557,7 @@ duration_s: 0.25
   EXPECT_EQ(p.rings.burst, 64);
   EXPECT_EQ(p.steering.quic_ports, (std::vector<std::uint16_t>{443, 4433}));
   EXPECT_EQ(p.steering.short_dcid_len, 0);
+  EXPECT_EQ(p.steering.mode, qs::SteeringMode::kFourTuple);
   ASSERT_EQ(p.steering.quic_lb.size(), 2u);
   EXPECT_EQ(p.steering.quic_lb[0].config_id, 2);
   EXPECT_EQ(p.steering.quic_lb[0].server_id_len, 3);

@@ -248,6 +248,38 @@ check(rows[fixtures.index(fx)][1] == "not_quic", "--port overrides the profile's
 expect_error(["classify", os.path.join(tmp, "missing.pcap")], 1, "missing.pcap")
 text = os.path.join(tmp, "notes.txt")
 open(text, "w").write("not a capture\n")
+# A capture with a short snaplen (tcpdump -s 64): each record keeps the
+# frame's wire length, and classify judges that, not the captured octets.
+# Frames whose headers fit read exactly as in the full capture (the payload
+# cut by the snaplen is not malformed); frames cut inside the headers they
+# need read truncated_capture; stderr says once that the capture was cut.
+SNAP = 64
+full_rows = classify("--port", "443", "--port", "4433", pcap)
+cut = os.path.join(tmp, "snaplen.pcap")
+with open(cut, "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAP, 1))
+    for i, fx in enumerate(fixtures):
+        frame = bytes.fromhex(fx["hex"])
+        f.write(struct.pack("<IIII", 1700000000 + i, 0, min(len(frame), SNAP), len(frame)))
+        f.write(frame[:SNAP])
+rc, out, err = run("classify", "--port", "443", "--port", "4433", cut)
+check(rc == 0, f"classify of a snaplen-{SNAP} capture: rc {rc}, {err!r}")
+cut_rows = [line.split(",") for line in out.splitlines()[1:]]
+n_cut = sum(len(bytes.fromhex(fx["hex"])) > SNAP for fx in fixtures)
+check(len(err.splitlines()) == 1 and f"{n_cut} of {len(fixtures)} frames were truncated by the capture (snaplen {SNAP})"
+      in err, f"one line about the truncated capture: {err!r}")
+judged_by_wire = 0
+for fx, full, row in zip(fixtures, full_rows, cut_rows):
+    if len(bytes.fromhex(fx["hex"])) <= SNAP or row[1] != "truncated_capture":
+        check(row == full, f"snaplen {SNAP}, {fx['name']}: {row} != {full}")
+        judged_by_wire += len(bytes.fromhex(fx["hex"])) > SNAP
+    else:
+        check(row[2:] == ["-", "-", "-", "", "", "-"], f"truncated_capture row {row}")
+check(judged_by_wire >= 5, f"{judged_by_wire} cut frames judged by their wire length (want several)")
+check(any(r[1] == "truncated_capture" for r in cut_rows), "a frame cut inside its headers reads truncated_capture")
+check(not any("truncated_payload" in r[1] and "truncated_payload" not in f[1] for r, f in zip(cut_rows, full_rows)),
+      "no payload cut by the snaplen reads truncated_payload")
+
 expect_error(["classify", text], 1, "notes.txt")
 raw = os.path.join(tmp, "raw.pcap")
 with open(raw, "wb") as f:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 
 #include "steering/packet_classifier.h"
@@ -288,6 +289,50 @@ TEST(OwnerResolverFallback, SameDcidSameOwnerWhateverTheTuple) {
     frame[14 + 20] = std::uint8_t(i * 7);  // source port
     const Decision d = classifier.classify(frame.data(), frame.size());
     EXPECT_EQ(d.resolution.owner_index, first.resolution.owner_index);
+  }
+}
+
+// steering.mode: four_tuple is the baseline the realquic test fails with: the
+// same QUIC-LB CID from other 4-tuples goes to other owners, and the burst
+// classifier agrees with the per-frame one.
+TEST(OwnerResolverMode, FourTupleIgnoresTheDcidCidFollowsIt) {
+  SteeringConfig config = test::fixture_steering_config();
+  std::vector<std::uint8_t> base;
+  for (const auto& f : test::packet_fixtures())
+    if (std::string(f.name) == "v1_handshake_vlan_quic_lb_single_pass") base = f.bytes();
+  ASSERT_FALSE(base.empty());
+  const PacketClassifier by_cid(config);
+  config.mode = SteeringMode::kFourTuple;
+  const PacketClassifier by_tuple(config);
+  const Decision first = by_cid.classify(base.data(), base.size());
+  ASSERT_EQ(first.resolution.how, ResolveMethod::kQuicLb);
+  std::vector<std::vector<std::uint8_t>> frames;
+  std::set<std::uint16_t> tuple_owners;
+  for (int i = 0; i < 64; ++i) {
+    auto frame = base;
+    frame[18 + 20] = std::uint8_t(i);  // source port (after Ethernet, VLAN, IPv4)
+    frames.push_back(frame);
+    const Decision c = by_cid.classify(frame.data(), frame.size());
+    EXPECT_EQ(c.resolution.how, ResolveMethod::kQuicLb);
+    EXPECT_EQ(c.resolution.owner_index, first.resolution.owner_index);
+    const Decision t = by_tuple.classify(frame.data(), frame.size());
+    EXPECT_EQ(t.resolution.how, ResolveMethod::kFallbackTuple);
+    EXPECT_EQ(t.resolution.owner_index, by_tuple.resolver().fallback_owner_for_tuple(frame.data(), t.packet));
+    tuple_owners.insert(t.resolution.owner_index);
+  }
+  EXPECT_GT(tuple_owners.size(), 1u);
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+  for (const auto& f : frames) {
+    ptrs.push_back(f.data());
+    lens.push_back(std::uint16_t(f.size()));
+  }
+  std::vector<Decision> burst(frames.size());
+  by_tuple.classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), burst.data());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(burst[i].resolution.how, ResolveMethod::kFallbackTuple);
+    EXPECT_EQ(burst[i].resolution.owner_index,
+              by_tuple.classify(frames[i].data(), frames[i].size()).resolution.owner_index);
   }
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# scripts/bench/realquic.sh [--json FILE] [--rounds N] [--parallel P]
+#
+# Time per real QUIC transfer (ngtcp2's gtlsclient downloading 5 MiB from
+# quicsteer-server) through quicsteer against a kernel bridge, in the same
+# network namespaces (tests/realquic/topology.sh) and the same run:
+#   quicsteer  configs/realquic.yaml: net_af_packet in, each owner's net_pcap
+#              TX queue to its own server
+#   bridge     a Linux bridge from the clients' veth to server 0's veth, in
+#              quicsteer's place (every connection to server 0)
+# Rounds alternate (quicsteer, bridge), N of each (default 3), each P
+# downloads at once (default 4). Every transfer's sha256 is checked. Prints
+# the median time per transfer and per round for both and their ratios, and
+# writes them to results/realquic.json (or --json FILE). As root. The
+# servers and clients run on the same 2 CPUs as quicsteer's 3 lcores, so this
+# measures the whole path on a shared machine, not quicsteer alone.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${QS_BUILD_DIR:-$root/build}
+cd "$root"
+
+json=results/realquic.json
+rounds=3
+parallel=4
+while [ $# -gt 0 ]; do
+  case $1 in
+    --json) json=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --parallel) parallel=$2; shift 2 ;;
+    *) echo "usage: scripts/bench.sh realquic [--json FILE] [--rounds N] [--parallel P]" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "bench realquic: needs root (network namespaces)" >&2; exit 1; }
+bash scripts/setup.sh || exit 1
+source scripts/bench/lib/build.sh
+build_bench "bench realquic" quicsteer quicsteer-server
+
+source tests/realquic/topology.sh
+source tests/realquic/realquic_lib.sh
+RQ_BUILD=$build
+RQ_PREFIX=qsrqbench$$
+RQ_WORK=$(mktemp -d /tmp/qsrq-bench.XXXXXX)
+trap 'rq_stop_all; qsrq_down; rm -rf "$RQ_WORK"' EXIT
+trap 'exit 1' INT TERM
+
+echo "bench realquic: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+qsrq_up "$RQ_PREFIX" || exit 1
+rq_make_files 0
+rq_start_servers configs/realquic.yaml || exit 1
+check="python3 tests/realquic/realquic_check.py"
+failed=0
+for ((r = 1; r <= rounds; r++)); do
+  rq_start_quicsteer configs/realquic.yaml "quicsteer$r" || exit 1
+  rq_transfers "quicsteer$r" "$parallel" 0 none
+  rq_stop_quicsteer || failed=1
+  $check transfers "$RQ_WORK" "quicsteer$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 || failed=1
+  qsrq_bridge on || exit 1
+  rq_transfers "bridge$r" "$parallel" 0 none
+  qsrq_bridge off
+  $check transfers "$RQ_WORK" "bridge$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 || failed=1
+done
+mkdir -p "$(dirname "$json")"
+python3 - "$RQ_WORK" "$rounds" "$parallel" "$json" "$failed" <<'PY'
+import json, statistics, sys
+work, rounds, parallel, out, failed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+res = {}
+for kind in ("quicsteer", "bridge"):
+    per, walls = [], []
+    for r in range(1, rounds + 1):
+        rows = [l.split("\t") for l in open(f"{work}/{kind}{r}-clients.tsv").read().splitlines()]
+        per += [int(ms) / 1000 for _, rc, ms in rows]
+        t0, t1 = (int(x) for x in open(f"{work}/{kind}{r}-window").read().split())
+        walls.append((t1 - t0) / 1e9)
+    res[kind] = {"transfer_s_median": statistics.median(per), "transfer_s_min": min(per), "transfer_s_max": max(per),
+                 "round_s_median": statistics.median(walls), "transfers": len(per)}
+ratios = {"transfer_time_quicsteer_vs_bridge": res["quicsteer"]["transfer_s_median"] / res["bridge"]["transfer_s_median"],
+          "round_time_quicsteer_vs_bridge": res["quicsteer"]["round_s_median"] / res["bridge"]["round_s_median"]}
+doc = {"benchmark": "realquic", "size_bytes": 5242880, "parallel": parallel, "rounds": rounds,
+       "all_sha256_ok": failed == 0, **res, "ratios": ratios}
+json.dump(doc, open(out, "w"), indent=2)
+print(f"{'path':10} {'s/transfer median (min..max)':>30} {'s/round median':>15}")
+for kind in ("quicsteer", "bridge"):
+    x = res[kind]
+    print(f"{kind:10} {x['transfer_s_median']:12.3f} ({x['transfer_s_min']:.3f}..{x['transfer_s_max']:.3f}) "
+          f"{x['round_s_median']:15.3f}")
+print(f"ratio quicsteer/bridge: {ratios['transfer_time_quicsteer_vs_bridge']:.2f} per transfer, "
+      f"{ratios['round_time_quicsteer_vs_bridge']:.2f} per round of {parallel}")
+print(f"written to {out}")
+PY
+exit $failed

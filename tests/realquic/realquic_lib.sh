@@ -1,0 +1,185 @@
+# Real QUIC transfers through quicsteer: the pieces the realquic test, the
+# `scripts/run.sh real` demo and `scripts/bench.sh realquic` share. Source
+# after tests/realquic/topology.sh, with these set:
+#   RQ_BUILD   build directory (quicsteer, quicsteer-server)
+#   RQ_WORK    a scratch directory of the caller's
+#   RQ_PREFIX  namespace prefix (unique per run)
+# Every background process is recorded in RQ_PIDS and ended by rq_stop_all.
+
+RQ_PIDS=()
+RQ_PORT=443
+
+rq_log() { echo "realquic: $*"; }
+
+# rq_make_files NUP: one 5 MB download and NUP distinct 5 MB uploads.
+rq_make_files() {
+  mkdir -p "$RQ_WORK/www" "$RQ_WORK/up"
+  head -c 5242880 /dev/urandom >"$RQ_WORK/www/file5m"
+  local i
+  for ((i = 0; i < $1; i++)); do head -c 5242880 /dev/urandom >"$RQ_WORK/up/up$i"; done
+}
+
+# rq_wait_for FILE PATTERN SECONDS: until FILE holds PATTERN.
+rq_wait_for() {
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# rq_start_servers PROFILE: one quicsteer-server per owner, in srv0 / srv1,
+# with server IDs 0a01 / 0a02 (configs/realquic.yaml routes them to owners
+# lcore 1 / 2, which transmit on qsrq-s0 / qsrq-s1).
+rq_start_servers() {
+  local n
+  for n in 0 1; do
+    ip netns exec "$(qsrq_ns srv$n)" "$RQ_BUILD/quicsteer-server" --profile "$1" --server-id "0a0$((n + 1))" \
+      --listen "$QSRQ_VIP:$RQ_PORT" --htdocs "$RQ_WORK/www" --timeout 10 --log "$RQ_WORK/server$n.jsonl" \
+      >"$RQ_WORK/server$n.out" 2>&1 &
+    RQ_PIDS+=($!)
+  done
+  for n in 0 1; do
+    rq_wait_for "$RQ_WORK/server$n.out" "listening on" 10 || { cat "$RQ_WORK/server$n.out"; return 1; }
+  done
+}
+
+rq_stop_servers() {
+  local n pid
+  for n in 0 1; do
+    for pid in $(ip netns pids "$(qsrq_ns srv$n)" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+  done
+  for n in 0 1; do
+    for pid in $(ip netns pids "$(qsrq_ns srv$n)" 2>/dev/null); do
+      timeout 5 tail --pid="$pid" -f /dev/null 2>/dev/null
+    done
+  done
+}
+
+# rq_start_captures TAG: client->quicsteer on qsrq-c (outbound) and
+# quicsteer->servers on qsrq-v0 / qsrq-v1 (inbound), 128-octet snaplen.
+rq_start_captures() {
+  local tag=$1
+  ip netns exec "$(qsrq_ns cli)" tcpdump -n -i qsrq-c -Q out -s 128 -B 32768 -U -w "$RQ_WORK/$tag-rx.pcap" \
+    2>"$RQ_WORK/$tag-rx.tcpdump" &
+  RQ_PIDS+=($!)
+  RQ_CAPTURES=($!)
+  local n
+  for n in 0 1; do
+    ip netns exec "$(qsrq_ns srv$n)" tcpdump -n -i "qsrq-v$n" -Q in -s 128 -B 32768 -U \
+      -w "$RQ_WORK/$tag-tx$n.pcap" 2>"$RQ_WORK/$tag-tx$n.tcpdump" &
+    RQ_PIDS+=($!)
+    RQ_CAPTURES+=($!)
+  done
+  rq_wait_for "$RQ_WORK/$tag-rx.tcpdump" "listening on" 10 &&
+    rq_wait_for "$RQ_WORK/$tag-tx0.tcpdump" "listening on" 10 &&
+    rq_wait_for "$RQ_WORK/$tag-tx1.tcpdump" "listening on" 10
+}
+
+rq_stop_captures() {
+  local pid
+  for pid in "${RQ_CAPTURES[@]}"; do kill -INT "$pid" 2>/dev/null; done
+  for pid in "${RQ_CAPTURES[@]}"; do wait "$pid" 2>/dev/null; done
+  RQ_CAPTURES=()
+}
+
+# rq_start_quicsteer PROFILE TAG: quicsteer in the qs namespace; its output in
+# $RQ_WORK/TAG-quicsteer.out, statistics in $RQ_WORK/TAG-quicsteer.json.
+rq_start_quicsteer() {
+  local tag=$2
+  ip netns exec "$(qsrq_ns qs)" "$RQ_BUILD/quicsteer" -- --profile "$1" --stats-json "$RQ_WORK/$tag-quicsteer.json" \
+    >"$RQ_WORK/$tag-quicsteer.out" 2>&1 &
+  RQ_QUICSTEER=$!
+  RQ_PIDS+=($!)
+  rq_wait_for "$RQ_WORK/$tag-quicsteer.out" "running until" 30 || { cat "$RQ_WORK/$tag-quicsteer.out"; return 1; }
+}
+
+# rq_stop_quicsteer: SIGINT, then its exit status (1 on a leak).
+rq_stop_quicsteer() {
+  kill -INT "$RQ_QUICSTEER" 2>/dev/null
+  wait "$RQ_QUICSTEER"
+}
+
+# rq_client TAG NAME [gtlsclient options...] PATH: one transfer, in the
+# background; its line goes to $RQ_WORK/TAG-clients.tsv when it ends:
+#   NAME  exit-status  seconds
+rq_client() {
+  local tag=$1 name=$2
+  shift 2
+  local path=${*: -1}
+  local opts=("${@:1:$#-1}")
+  mkdir -p "$RQ_WORK/$tag-dl/$name"
+  (
+    local t0 t1 rc
+    t0=$(date +%s%N)
+    ip netns exec "$(qsrq_ns cli)" timeout 60 gtlsclient -q --exit-on-all-streams-close --timeout=10s \
+      --download="$RQ_WORK/$tag-dl/$name" "${opts[@]}" "$QSRQ_VIP" "$RQ_PORT" "https://localhost$path" \
+      >"$RQ_WORK/$tag-dl/$name.log" 2>&1
+    rc=$?
+    t1=$(date +%s%N)
+    printf '%s\t%s\t%s\n' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))" >>"$RQ_WORK/$tag-clients.tsv"
+  ) &
+  RQ_CLIENTS+=($!)
+}
+
+# rq_transfers TAG NDOWN NUP MIGRATION: NDOWN downloads of /file5m and NUP
+# uploads of up/upI, all at once. MIGRATION: none; port (each client moves
+# to a new UDP port 1 s after its handshake, before it sends its request at
+# 1.5 s); address (the same, and the client namespace's source address
+# changes to 10.77.0.3 once every client has its socket, so the move is to a
+# new address); rebind (a NAT rebinding: a new port with the same CID, no
+# path validation by the client). Waits for all; the phase's wall-clock window goes to
+# $RQ_WORK/TAG-window.
+rq_transfers() {
+  local tag=$1 ndown=$2 nup=$3 migration=$4
+  local mig=()
+  case $migration in
+    none) ;;
+    rebind) mig=(--change-local-addr=1s --nat-rebinding --delay-stream=1500ms) ;;
+    *) mig=(--change-local-addr=1s --delay-stream=1500ms) ;;
+  esac
+  : >"$RQ_WORK/$tag-clients.tsv"
+  RQ_CLIENTS=()
+  local t0 i
+  t0=$(date +%s%N)
+  for ((i = 0; i < ndown; i++)); do rq_client "$tag" "down$i" "${mig[@]}" /file5m; done
+  for ((i = 0; i < nup; i++)); do
+    rq_client "$tag" "up$i" "${mig[@]}" --data="$RQ_WORK/up/up$i" -m POST "/upload$i"
+  done
+  if [ "$migration" = address ]; then
+    # every client bound (gtlsclient binds before its first Initial)
+    local n
+    for ((i = 0; i < 200; i++)); do
+      n=$(ip netns exec "$(qsrq_ns cli)" ss -u -a -n -p 2>/dev/null | grep -c gtlsclient)
+      [ "$n" -ge $((ndown + nup)) ] && break
+      sleep 0.02
+    done
+    qsrq_client_source "$QSRQ_CLIENT2"
+  fi
+  local pid
+  for pid in "${RQ_CLIENTS[@]}"; do wait "$pid"; done
+  [ "$migration" = address ] && qsrq_client_source "$QSRQ_CLIENT"
+  echo "$t0 $(date +%s%N)" >"$RQ_WORK/$tag-window"
+}
+
+# rq_link_stats TAG: the veth counters between quicsteer and the servers
+# (what the kernel dropped on the way counts there), to $RQ_WORK/TAG-links.json.
+rq_link_stats() {
+  {
+    echo "{"
+    echo "\"qs\": $(ip -n "$(qsrq_ns qs)" -s -j link show),"
+    echo "\"srv0\": $(ip -n "$(qsrq_ns srv0)" -s -j link show),"
+    echo "\"srv1\": $(ip -n "$(qsrq_ns srv1)" -s -j link show),"
+    echo "\"cli\": $(ip -n "$(qsrq_ns cli)" -s -j link show)"
+    echo "}"
+  } >"$RQ_WORK/$1-links.json"
+}
+
+# Ends whatever rq_* started that is still running.
+rq_stop_all() {
+  local pid
+  for pid in "${RQ_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${RQ_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  RQ_PIDS=()
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The realquic suite: real QUIC connections (ngtcp2's gtlsclient) through
+# quicsteer to one quicsteer-server per owner lcore, in network namespaces
+# this script makes and always removes (tests/realquic/topology.sh).
+#
+#   1. CID steering (configs/realquic.yaml): 20 parallel downloads and 4
+#      uploads of 5 MiB, three times: no migration, active migration to a new
+#      port, active migration to a new address; then 10 downloads with a NAT
+#      rebinding (same CID, new port: quicsteer must count those migrations).
+#      Every transfer must arrive
+#      with the right sha256, every migrated connection must have moved (the
+#      servers' logs), no server may see a packet of a connection it does not
+#      have, every CID the servers issued must decode to their server ID, and
+#      quicsteer's rx and tx must equal what captures on both sides saw, per
+#      owner, with no software drop and no leaked mbuf.
+#   2. The baseline, steering.mode four_tuple, in the same topology: without
+#      migration the transfers still complete; with migration to a new port
+#      some connections land on the other owner, whose server does not have
+#      them, and fail. That is what CID steering prevents.
+#
+# usage: realquic_test.sh BUILD_DIR     (as root; exit 77 = skipped)
+set -uo pipefail
+BUILD=$(cd "${1:?usage: realquic_test.sh BUILD_DIR}" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/realquic/topology.sh
+source "$SRC/tests/realquic/topology.sh"
+# shellcheck source=tests/realquic/realquic_lib.sh
+source "$SRC/tests/realquic/realquic_lib.sh"
+
+if ! qsrq_can_netns; then
+  echo "SKIP: realquic needs root and network namespaces with veth pairs (uid $(id -u)): cannot make them here"
+  exit 77
+fi
+for tool in gtlsclient tcpdump ethtool ss python3; do
+  command -v "$tool" >/dev/null || { echo "realquic: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
+done
+
+RQ_BUILD=$BUILD
+RQ_PREFIX=qsrq$$
+RQ_WORK=$(mktemp -d /tmp/qsrq-test.XXXXXX)
+CHECK="python3 $SRC/tests/realquic/realquic_check.py"
+PROFILE=$SRC/configs/realquic.yaml
+cleanup() {
+  rq_stop_all
+  qsrq_down
+  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$RQ_WORK"; else echo "realquic: files kept in $RQ_WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+failed=0
+check() { "$@" || failed=1; }
+start=$(date +%s)
+
+qsrq_up "$RQ_PREFIX" || { echo "realquic: could not make the namespaces"; exit 1; }
+rq_make_files 4
+sed 's/^\(  mode: \)cid/\1four_tuple/' "$PROFILE" >"$RQ_WORK/four_tuple.yaml"
+grep -q 'mode: four_tuple' "$RQ_WORK/four_tuple.yaml" || { echo "realquic: could not make the baseline profile"; exit 1; }
+
+# run_quicsteer TAG PROFILE PHASE...: servers, quicsteer and captures up, the
+# phases (NAME NDOWN NUP MIGRATION EXPECT), then everything down in the order
+# that leaves nothing in flight: servers, quicsteer, captures.
+run_quicsteer() {
+  local tag=$1 profile=$2
+  shift 2
+  rq_start_servers "$PROFILE" || return 1
+  rq_start_quicsteer "$profile" "$tag" || return 1
+  rq_start_captures "$tag" || return 1
+  local name ndown nup migration expect
+  while [ $# -gt 0 ]; do
+    name=$1 ndown=$2 nup=$3 migration=$4 expect=$5
+    shift 5
+    rq_log "$name: $ndown downloads and $nup uploads, migration: $migration"
+    rq_transfers "$name" "$ndown" "$nup" "$migration"
+    check $CHECK transfers "$RQ_WORK" "$name" --ndown "$ndown" --nup "$nup" --migration "$migration" --expect "$expect"
+  done
+  sleep 0.5
+  rq_stop_servers
+  rq_link_stats "$tag"
+  if ! rq_stop_quicsteer; then
+    echo "  $tag: FAILED: quicsteer exited with an error"
+    failed=1
+  fi
+  rq_stop_captures
+  sed -n '/== quicsteer summary/,$p' "$RQ_WORK/$tag-quicsteer.out"
+  check $CHECK counts "$RQ_WORK" "$tag" --min-migrations "$MIN_MIGRATIONS"
+}
+
+rq_log "CID steering (configs/realquic.yaml)"
+MIN_MIGRATIONS=10  # the NAT rebinding phase: 10 known CIDs from new 4-tuples
+run_quicsteer cid "$PROFILE" \
+  cid-plain 20 4 none ok \
+  cid-port 20 4 port ok \
+  cid-address 20 4 address ok \
+  cid-rebind 10 0 rebind ok || failed=1
+check $CHECK servers "$RQ_WORK" --unknown-cid zero
+check $CHECK classify "$RQ_WORK" cid --cid-tool "$BUILD/quicsteer-cid" --profile "$PROFILE"
+check $CHECK cids "$RQ_WORK" --cid-tool "$BUILD/quicsteer-cid" --cr 1 --sid-len 2 --nonce-len 14 \
+  --key 72656171756963207175696373746565
+for f in "$RQ_WORK"/server*.jsonl "$RQ_WORK"/server*.out; do mv "$f" "$RQ_WORK/cid-$(basename "$f")"; done
+
+rq_log "baseline: steering.mode four_tuple"
+MIN_MIGRATIONS=0
+run_quicsteer tuple "$RQ_WORK/four_tuple.yaml" \
+  tuple-plain 20 4 none ok \
+  tuple-port 20 4 port some-fail || failed=1
+check $CHECK servers "$RQ_WORK" --unknown-cid some
+
+rq_log "$(( $(date +%s) - start )) s"
+if [ "$failed" -ne 0 ]; then
+  echo "realquic: FAILED"
+  exit 1
+fi
+echo "realquic: passed"
+exit 0
