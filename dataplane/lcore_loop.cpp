@@ -20,6 +20,7 @@
 #include "dataplane/connection_stage.h"
 #include "dataplane/lcore_context.h"
 #include "dataplane/steer_meta.h"
+#include "dataplane/tsan.h"
 
 namespace qs {
 namespace {
@@ -69,12 +70,16 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
         s.sunk.add();
         break;
       case OwnerAction::kForward:
+        tsan_release(m);
         s.tx.add(rte_eth_tx_buffer(c.forward_port, std::uint16_t(c.owner_index), c.tx_buffer[c.forward_port], m));
         break;
-      case OwnerAction::kReflect:
+      case OwnerAction::kReflect: {
         reflect(m, meta);
-        s.tx.add(rte_eth_tx_buffer(m->port, std::uint16_t(c.owner_index), c.tx_buffer[m->port], m));
+        const std::uint16_t port = m->port;
+        tsan_release(m);
+        s.tx.add(rte_eth_tx_buffer(port, std::uint16_t(c.owner_index), c.tx_buffer[port], m));
         break;
+      }
     }
   });
 }
@@ -186,6 +191,11 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   rte_mbuf* pkts[kMaxBurst];
   const std::uint16_t n = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
   if (n == 0) return work;
+  tsan_acquire_burst(pkts, n);
+  // reflect sends a packet back out of m->port, which not every PMD sets
+  // (net_ring leaves it invalid: an index past the TX buffers).
+  if (c.action == OwnerAction::kReflect)
+    for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
   q.stats.rx.add(n);
 
   std::uint16_t owner[kMaxBurst];

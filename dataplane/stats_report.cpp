@@ -28,6 +28,7 @@ void OwnerTotals::add(const OwnerTotals& o) {
   connections_live += o.connections_live;
   connections_expired += o.connections_expired;
   connections_untracked += o.connections_untracked;
+  connections_untracked_long_dcid += o.connections_untracked_long_dcid;
   migrations += o.migrations;
   tx += o.tx;
   sunk += o.sunk;
@@ -117,7 +118,8 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   for (const auto& p : s.ports)
     std::fprintf(out, "  port %-8s  ipackets %" PRIu64 "  opackets %" PRIu64 "  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
                  p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.rx_nombuf);
-  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned)\n", leaked == 0 ? "ok" : "LEAK", leaked);
+  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned; %" PRIu64 " were held by devices and came back when the ports closed)\n",
+               leaked == 0 ? "ok" : "LEAK", leaked, s.mbufs_held_by_devices);
   std::fflush(out);
 }
 
@@ -150,7 +152,8 @@ void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
 void owner_json(std::ostringstream& o, const OwnerTotals& w) {
   o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
     << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
-    << ", \"connections_untracked\": " << w.connections_untracked << ", \"migrations\": " << w.migrations
+    << ", \"connections_untracked\": " << w.connections_untracked
+    << ", \"connections_untracked_long_dcid\": " << w.connections_untracked_long_dcid << ", \"migrations\": " << w.migrations
     << ", \"tx\": " << w.tx << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
   drops_json(o, w.drops);
 }
@@ -205,7 +208,8 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
       o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
     o << "}}";
   }
-  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"leaked\": " << leaked
+  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"held_by_devices\": " << s.mbufs_held_by_devices
+    << ", \"leaked\": " << leaked
     << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
   return o.str();
 }
