@@ -189,6 +189,29 @@ action: {{type: reflect}}
         proc.communicate()
         check(False, "SIGINT before EAL was not seen: quicsteer ran on")
 
+    # SIGINT while EAL is starting (its first log line is out): before, the
+    # handler came after EAL and the signal killed quicsteer with no summary.
+    eal_info = ["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci",
+                "--log-level", "*:info"]
+    proc = subprocess.Popen([QUICSTEER] + eal_info + ["--", "--profile", p, "--duration", "600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    while "EAL:" not in seen:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=240)
+        out = seen + out
+        check(proc.returncode == 0 and "stopping on SIGINT" in out and "quicsteer summary" in out,
+              f"SIGINT during EAL start-up: a clean stop with the summary (exit {proc.returncode})")
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, "SIGINT during EAL start-up was not seen: quicsteer ran on")
+
     # Forwarding to a net_ring nobody reads: its rings hold what was sent.
     # They are the device's, not leaked; they come back when it closes.
     ring_json = os.path.join(tmp, "ring.json")
