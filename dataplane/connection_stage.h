@@ -23,6 +23,7 @@ enum class Tracked : std::uint8_t {
   kNew,        // a connection entry was created
   kMigrated,   // an existing connection arrived from a new 4-tuple
   kUntracked,  // the shard is full
+  kUntrackedLongDcid,  // a DCID longer than a table key (an unknown version's, up to 255 octets)
 };
 
 inline void read_four_tuple(rte_mbuf* m, const SteerMeta& meta, FourTuple& t) {
@@ -50,6 +51,7 @@ inline const std::uint8_t* dcid_of(rte_mbuf* m, const SteerMeta& meta) {
 inline Tracked track_connection(ConnectionTable& table, std::uint32_t hash, rte_mbuf* m,
                                 const SteerMeta& meta, std::uint64_t now) {
   if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
+  if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
   const std::uint8_t* cid = dcid_of(m, meta);
   bool created = false;
   Connection* conn = table.find_or_insert(hash, cid, meta.dcid_len, now, created);
@@ -76,6 +78,7 @@ inline void count_tracked(OwnerStats& s, Tracked outcome) {
     case Tracked::kNew: s.connections.add(); break;
     case Tracked::kMigrated: s.migrations.add(); break;
     case Tracked::kUntracked: s.connections_untracked.add(); break;
+    case Tracked::kUntrackedLongDcid: s.connections_untracked_long_dcid.add(); break;
     case Tracked::kKnown:
     case Tracked::kNotQuic: break;
   }
@@ -117,13 +120,15 @@ inline void run_connection_burst(ConnectionTable& table, std::uint64_t cid_hash_
       hash[i] = ConnectionTable::hash_cid(dcid_of(b[i], meta), meta.dcid_len, cid_hash_seed);
       table.prefetch(hash[i]);
     }
+    // Counted before `act`: a TX refusal inside it takes its packets back
+    // out of processed (they are tx_full drops), and must find them counted.
+    stats.processed.add(k);
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
       count_tracked(stats, track_connection(table, hash[i], b[i], meta, now));
       act(b[i], meta);
     }
   }
-  stats.processed.add(n);
 }
 
 }  // namespace qs

@@ -14,6 +14,8 @@ namespace qs {
 class Counter {
  public:
   void add(std::uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  // Takes back part of an earlier add (never more than was added).
+  void sub(std::uint64_t n) { v_.store(v_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed); }
   void max_with(std::uint64_t n) {
     if (n > v_.load(std::memory_order_relaxed)) v_.store(n, std::memory_order_relaxed);
   }

@@ -53,6 +53,10 @@ class Dataplane {
   // Stops and closes the ports (a device may hold mbufs until then) and
   // returns how many mbufs are not back in the pool. Call after stop().
   std::int64_t close_ports_and_count_leaks();
+  // Mbufs that were not in the pool after the lcores stopped but came back
+  // when the ports closed: they sat in the devices (RX descriptors, TX
+  // queues, a net_ring's rings), which is not a leak.
+  std::uint64_t mbufs_held_by_devices() const { return held_by_devices_; }
 
   rte_mempool* pool() const { return pool_; }
   std::uint64_t pool_size() const;
@@ -87,6 +91,7 @@ class Dataplane {
   bool running_ = false;
   std::uint64_t start_tsc_ = 0;
   std::uint64_t stop_tsc_ = 0;
+  std::uint64_t held_by_devices_ = 0;
 };
 
 }  // namespace qs

@@ -11,6 +11,12 @@ namespace qs {
 // naming the program and DPDK's reason when EAL refuses.
 void init_eal(const std::string& program, const std::vector<std::string>& args);
 
+// The shared-config file EAL locks for these arguments ("" with --no-shconf
+// or --in-memory), and, after rte_eal_init failed, the cause it did not
+// report: another process holding that lock ("" when that is not it).
+std::string eal_config_path(const std::vector<std::string>& args);
+std::string explain_eal_failure(const std::vector<std::string>& args);
+
 // A command line "EAL arguments -- the program's arguments", split at the
 // first "--". has_separator says whether there was one.
 struct SplitArgs {

@@ -20,6 +20,7 @@
 #include "dataplane/connection_stage.h"
 #include "dataplane/lcore_context.h"
 #include "dataplane/steer_meta.h"
+#include "dataplane/tsan.h"
 
 namespace qs {
 namespace {
@@ -76,6 +77,8 @@ unsigned send_tx(LcoreContext& c, TxQueueContext& t, std::uint64_t now) {
     dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
     count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
   }
+  // What TX never took is a drop, not processed: received = processed + drops.
+  if (dropped) c.owner_stats.processed.sub(dropped);
   return took + dropped;
 }
 
@@ -121,6 +124,7 @@ unsigned retry_held_tx(LcoreContext& c, std::uint64_t now) {
 }
 
 inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint64_t now) {
+  tsan_release(m);  // it goes into a device from here (tsan.h)
   if (t.stage.add(m)) send_tx(c, t, now);
 }
 
@@ -138,10 +142,11 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
       case OwnerAction::kForward:
         stage_tx(c, *c.forward_tx, m, now);
         break;
-      case OwnerAction::kReflect:
+      case OwnerAction::kReflect: {
         reflect(m, meta);
         stage_tx(c, *c.tx_by_port[m->port], m, now);
         break;
+      }
     }
   });
 }
@@ -273,6 +278,11 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   rte_mbuf* pkts[kMaxBurst];
   const std::uint16_t n = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
   if (n == 0) return work;
+  tsan_acquire_burst(pkts, n);
+  // reflect sends a packet back out of m->port, which not every PMD sets
+  // (net_ring leaves it invalid: an index past the TX buffers).
+  if (c.action == OwnerAction::kReflect)
+    for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
   q.stats.rx.add(n);
 
   std::uint16_t owner[kMaxBurst];
@@ -434,6 +444,7 @@ void drain_after_stop(LcoreContext& c) {
   for (const auto& t : c.tx) {
     const unsigned n = t->stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
     count_drop(c.owner_stats.drops, DropReason::kShutdown, n);
+    c.owner_stats.processed.sub(n);
   }
   if (c.tx_held) c.owner_stats.tx_held_cycles.add(now - c.tx_held_since);
   c.tx_held = false;

@@ -31,11 +31,12 @@ struct alignas(kCacheLine) RxQueueStats {
 // The owning side, one per lcore that owns connections.
 struct alignas(kCacheLine) OwnerStats {
   Counter dequeued;             // taken from inbound rings
-  Counter processed;            // went through the connection stage (ring or self)
+  Counter processed;            // went through the connection stage (ring or self), less what TX then refused (tx_full)
   Counter connections;          // connection entries created
   Counter connections_live;     // gauge: entries in the shard now
   Counter connections_expired;  // idle entries removed
   Counter connections_untracked;// packets whose connection found the shard full
+  Counter connections_untracked_long_dcid;  // packets whose DCID is longer than a table key (20 octets: not v1/v2)
   Counter migrations;           // a known CID arrived from a new 4-tuple
   Counter tx;                   // packets the TX queue accepted
   Counter tx_holds;             // times a full TX queue made this owner stop taking work

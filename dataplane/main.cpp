@@ -12,11 +12,15 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 #include "dataplane/dataplane.h"
@@ -26,8 +30,59 @@
 namespace {
 
 std::atomic<bool> g_signalled{false};
+std::atomic<int> g_signal{0};  // the first stop signal
 
-void on_signal(int) { g_signalled.store(true); }
+void on_signal(int signo) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, signo);
+  g_signalled.store(true);
+}
+
+// SIGINT and SIGTERM ask for a stop from the first instruction of main() on:
+// a stop during EAL start-up or port set-up still runs the data path's stop
+// and prints the summary. They are unblocked too, in case the parent started
+// quicsteer with them blocked (a blocked stop signal would never arrive).
+void handle_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
+// The statistics file is opened (and created) at start-up, before EAL, so
+// that an unwritable path is an error before the run, not after it. A file
+// that did not exist is removed again; the run writes it at the end.
+bool check_output_path(const std::string& path, const char* what) {
+  if (path.empty()) return true;
+  bool created = true;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  }
+  if (fd < 0) {
+    std::fprintf(stderr, "quicsteer: cannot write the statistics file %s (%s): %s; fix the path or its directory\n",
+                 path.c_str(), what, std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (created) ::unlink(path.c_str());
+  if (!regular) {
+    std::fprintf(stderr, "quicsteer: the statistics file %s (%s) is not a regular file; name a file\n", path.c_str(),
+                 what);
+    return false;
+  }
+  return true;
+}
 
 void usage(std::FILE* out) {
   std::fprintf(out,
@@ -63,10 +118,11 @@ bool parse_app_args(const std::vector<std::string>& a, AppArgs& out) {
     } else if (a[i] == "--duration") {
       const auto* v = value("--duration");
       if (!v) return false;
-      char* end = nullptr;
-      out.duration = std::strtod(v->c_str(), &end);
-      if (end == v->c_str() || *end != '\0' || out.duration < 0) {
-        std::fprintf(stderr, "quicsteer: --duration wants a number of seconds >= 0, not '%s'\n", v->c_str());
+      // The profile's rule for duration_s: decimal, finite, 0..86400.
+      try {
+        out.duration = qs::parse_seconds(*v, "quicsteer: --duration", 0, 86400);
+      } catch (const qs::ProfileError& e) {
+        std::fprintf(stderr, "%s\n", e.what());
         return false;
       }
     } else if (a[i] == "--stats-json") {
@@ -122,6 +178,10 @@ void fall_back_to_no_huge(const qs::Profile& p, std::vector<std::string>& eal) {
   if (!has_arg(eal, "--no-shconf")) eal.push_back("--no-shconf");
 }
 
+std::string stats_json_path(const qs::Profile& profile, const AppArgs& args) {
+  return args.stats_json_set ? args.stats_json : profile.stats.json_path;
+}
+
 int run(const qs::Profile& profile, std::vector<std::string> eal_args, const AppArgs& args) {
   fall_back_to_no_huge(profile, eal_args);
   try {
@@ -130,18 +190,16 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-
   int status = 0;
   try {
     qs::Dataplane dp(profile);
     const double duration = args.duration >= 0 ? args.duration : profile.duration_s;
-    const std::string json_path = args.stats_json_set ? args.stats_json : profile.stats.json_path;
+    const std::string json_path = stats_json_path(profile, args);
     std::printf("quicsteer: %zu lcores, %zu owners, policy %s, %s\n", profile.lcores.size(),
                 profile.steering.owner_lcores.size(),
                 qs::policy_name(profile.backpressure.policy),
                 duration > 0 ? ("running for " + std::to_string(duration) + " s").c_str() : "running until SIGINT/SIGTERM");
+    std::fflush(stdout);  // a supervisor reading a pipe sees the start at once
     dp.launch();
     const auto start = std::chrono::steady_clock::now();
     auto last_table = start;
@@ -159,9 +217,14 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
         prev = std::move(snap);
       }
     }
+    if (g_signalled.load())
+      std::printf("quicsteer: stopping on %s\n", g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT");
+    else
+      std::printf("quicsteer: stopping: the duration is over\n");
     dp.stop();
-    const qs::StatsSnapshot final_stats = dp.snapshot();
+    qs::StatsSnapshot final_stats = dp.snapshot();
     const std::int64_t leaked = dp.close_ports_and_count_leaks();
+    final_stats.mbufs_held_by_devices = dp.mbufs_held_by_devices();
     qs::print_summary(stdout, final_stats, leaked);
     if (!json_path.empty()) {
       std::ofstream out(json_path);
@@ -188,6 +251,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
 }  // namespace
 
 int main(int argc, char** argv) {
+  handle_stop_signals();
   std::vector<std::string> all(argv + 1, argv + argc);
   if (!all.empty() && all[0] == "--check") {
     if (all.size() != 2) {
@@ -215,5 +279,7 @@ int main(int argc, char** argv) {
   if (!loaded) return 1;
   const qs::Profile& profile = *loaded;
   if (eal.empty()) eal = profile.eal;
+  if (!check_output_path(stats_json_path(profile, args), args.stats_json_set ? "--stats-json" : "stats.json"))
+    return 1;
   return run(profile, eal, args);
 }

@@ -19,14 +19,17 @@ MbufClassifier::~MbufClassifier() = default;
 void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls) const {
   const std::uint8_t* frames[kMaxBurst] = {};
   std::uint16_t lens[kMaxBurst] = {};
+  std::uint32_t frame_lens[kMaxBurst] = {};
   Decision decisions[kMaxBurst];
   // Headers live in the first segment; a multi-segment mbuf is classified by
-  // what that segment holds (a header cut there reads as malformed).
+  // what that segment holds (a header cut there reads as malformed), as a
+  // frame of its whole length (pkt_len): the rest is payload, not missing.
   for (unsigned i = 0; i < n; ++i) {
     frames[i] = rte_pktmbuf_mtod(pkts[i], const std::uint8_t*);
     lens[i] = rte_pktmbuf_data_len(pkts[i]);
+    frame_lens[i] = rte_pktmbuf_pkt_len(pkts[i]);
   }
-  impl_->classifier.classify_burst(frames, lens, n, decisions);
+  impl_->classifier.classify_burst(frames, lens, n, decisions, frame_lens);
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = decisions[i].packet;
     owner[i] = decisions[i].resolution.owner_index;

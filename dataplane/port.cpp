@@ -4,7 +4,10 @@
 #include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_eth_ring.h>
+#include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_ring.h>
 
 #include <cstdio>
 #include <cstring>
@@ -22,6 +25,18 @@ std::string err(int rc) { return std::string(rte_strerror(rc < 0 ? -rc : rc)); }
 std::string device_name(const PortConfig& cfg) {
   // devargs "net_pcap0,rx_pcap=a.pcap" name the device "net_pcap0".
   return cfg.device.substr(0, cfg.device.find(','));
+}
+
+// The value of `key=` in vdev devargs, or `otherwise`.
+std::string devargs_value(const std::string& devargs, const std::string& key, const std::string& otherwise) {
+  std::size_t at = devargs.find(',');
+  while (at != std::string::npos) {
+    const std::size_t next = devargs.find(',', at + 1);
+    const std::string kv = devargs.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+    at = next;
+  }
+  return otherwise;
 }
 
 void apply_flow_control(std::uint16_t port_id, const PortConfig& cfg) {
@@ -44,6 +59,18 @@ void apply_flow_control(std::uint16_t port_id, const PortConfig& cfg) {
   else
     std::printf("port %s: 802.3x flow control %s NOT in force: the driver said %s\n",
                 cfg.name.c_str(), flow_control_name(cfg.flow_control), err(rc).c_str());
+}
+
+// What a failed rte_eth_dev_start means, where the driver's code says little.
+std::string start_failure(const PortConfig& cfg, int rc) {
+  if (device_name(cfg).rfind("net_memif", 0) != 0) return err(rc);
+  // net_memif's client connects to the server's socket at start; with no
+  // server listening there it fails with -1 (EPERM).
+  const std::string socket = devargs_value(cfg.device, "socket", "/run/memif.sock");
+  if (devargs_value(cfg.device, "role", "client") != "client") return err(rc);
+  return "no memif peer listening on socket " + socket + " (" + err(rc) +
+         "): this port is the memif client; start the memif server (e.g. pktgen) on that socket first, or "
+         "correct socket= in the port's device";
 }
 
 }  // namespace
@@ -140,7 +167,7 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_
   apply_flow_control(port_id, cfg);
 
   rc = rte_eth_dev_start(port_id);
-  if (rc != 0) fail(cfg, "cannot start: " + err(rc));
+  if (rc != 0) fail(cfg, "cannot start: " + start_failure(cfg, rc));
   rte_eth_promiscuous_enable(port_id);  // not every vdev supports it; harmless when not
 
   std::printf("port %s: id %u, driver %s, %u RX / %u TX queues, %u/%u descriptors, RSS %s\n",
@@ -166,6 +193,32 @@ void stop_and_close_port(std::uint16_t port_id) {
   // Hot-plugged vdevs are removed too, so that a test can create the same
   // name again in the same process.
   if (have_info && info.device != nullptr) rte_dev_remove(info.device);
+}
+
+unsigned free_mbufs_in_net_ring(std::uint16_t port_id) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.driver_name == nullptr ||
+      std::strcmp(info.driver_name, "net_ring") != 0)
+    return 0;
+  char name[RTE_ETH_NAME_MAX_LEN];
+  if (rte_eth_dev_get_name_by_port(port_id, name) != 0) return 0;
+  unsigned freed = 0;
+  // A net_ring vdev made from devargs ("net_ring0") creates its rings under
+  // these names, queue i sending into ring i and receiving from it
+  // (drivers/net/ring/rte_eth_ring.c). Rings a program passed to
+  // rte_eth_from_rings have other names and stay the program's business.
+  for (unsigned i = 0; i < RTE_PMD_RING_MAX_RX_RINGS; ++i) {
+    const std::string ring_name = "ETH_RXTX" + std::to_string(i) + "_" + name;
+    if (ring_name.size() >= RTE_RING_NAMESIZE) break;  // the driver could not have made it either
+    rte_ring* ring = rte_ring_lookup(ring_name.c_str());
+    if (ring == nullptr) continue;
+    void* m;
+    while (rte_ring_dequeue(ring, &m) == 0) {
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      ++freed;
+    }
+  }
+  return freed;
 }
 
 }  // namespace qs

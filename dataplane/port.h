@@ -41,4 +41,10 @@ std::string rss_note(const PortConfig& cfg, const std::string& driver_name, std:
 // Stops and closes the port; a vdev that was hot-plugged is removed too.
 void stop_and_close_port(std::uint16_t port_id);
 
+// For a net_ring port: frees the mbufs still in the rings of a net_ring vdev
+// made from devargs (what its TX queues sent and nobody received), which
+// rte_eth_dev_close would free with the rings still holding them. Returns
+// how many; 0 for every other driver. Call after the lcores stopped.
+unsigned free_mbufs_in_net_ring(std::uint16_t port_id);
+
 }  // namespace qs

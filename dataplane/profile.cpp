@@ -16,11 +16,13 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <initializer_list>
 #include <limits>
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
 #include <unistd.h>
 #include <utility>
 
@@ -140,19 +142,27 @@ class Decoder {
     if (!f.node.IsScalar() || f.node.Tag() == "!") {
       fail(f, "expected a number, got " + describe(f.node));
     }
-    const std::string& s = f.node.Scalar();
+    double value = 0;
+    switch (parse_real(f.node.Scalar(), min, max, value)) {
+      case RealParse::kOk: return value;
+      case RealParse::kNotANumber: fail(f, "expected a number, got " + describe(f.node));
+      case RealParse::kOutOfRange: break;
+    }
+    fail(f, "must be in " + format_real(min) + ".." + format_real(max) + ", got " + f.node.Scalar());
+  }
+
+  // The profile's rule for numbers, shared with the command line: decimal
+  // (std::from_chars: no hex, no leading spaces), finite, within [min, max].
+  enum class RealParse { kOk, kNotANumber, kOutOfRange };
+  static RealParse parse_real(const std::string& s, double min, double max, double& value) {
     const char* first = s.data();
     const char* last = s.data() + s.size();
     if (first != last && *first == '+') ++first;
-    double value = 0;
+    value = 0;
     const auto [end, ec] = std::from_chars(first, last, value);
-    if (ec != std::errc() || end != last || first == last || !std::isfinite(value)) {
-      fail(f, "expected a number, got " + describe(f.node));
-    }
-    if (value < min || value > max) {
-      fail(f, "must be in " + format_real(min) + ".." + format_real(max) + ", got " + s);
-    }
-    return value;
+    if (ec != std::errc() || end != last || first == last || !std::isfinite(value)) return RealParse::kNotANumber;
+    if (value < min || value > max) return RealParse::kOutOfRange;
+    return RealParse::kOk;
   }
 
   bool boolean(const Field& f) const {
@@ -503,7 +513,14 @@ class ProfileDecoder {
       if (lcore.rx.empty() && !lcore.owner) {
         d_.fail(item, "lcore " + std::to_string(lcore.id) + " polls no RX queue and is not an owner");
       }
-      if (lcore.owner) p_.steering.owner_lcores.push_back(lcore.id);
+      if (lcore.owner) {
+        if (p_.steering.owner_lcores.size() == kMaxOwnerLcores) {
+          d_.fail(*m.get("owner"), "at most " + std::to_string(kMaxOwnerLcores) +
+                                       " lcores may be owners; lcore " + std::to_string(lcore.id) + " would be owner " +
+                                       std::to_string(kMaxOwnerLcores + 1));
+        }
+        p_.steering.owner_lcores.push_back(lcore.id);
+      }
       p_.lcores.push_back(std::move(lcore));
     }
     if (p_.steering.owner_lcores.empty()) {
@@ -623,6 +640,10 @@ class ProfileDecoder {
   void decode_servers(const Field& f) {
     SteeringConfig& s = p_.steering;
     const std::vector<Field> items = d_.list(f);
+    // server_id -> index: duplicates are found in one pass (65,533 servers
+    // with 2-octet IDs must not cost a quadratic scan).
+    std::unordered_map<std::string, std::size_t> server_index;
+    server_index.reserve(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
       const MapReader m(d_, items[i], {"server_id", "owner"});
       ServerRoute route;
@@ -638,11 +659,9 @@ class ProfileDecoder {
                          " octets, but no steering.quic_lb config has that server_id_len (have: " +
                          list_numbers(lengths) + ")");
       }
-      for (std::size_t j = 0; j < s.server_routes.size(); ++j) {
-        if (s.server_routes[j].server_id == route.server_id) {
-          d_.fail(sid, "duplicate server_id (also steering.servers[" + std::to_string(j) + "])");
-        }
-      }
+      const auto [seen, fresh] = server_index.emplace(
+          std::string(route.server_id.begin(), route.server_id.end()), s.server_routes.size());
+      if (!fresh) d_.fail(sid, "duplicate server_id (also steering.servers[" + std::to_string(seen->second) + "])");
       const Field owner = m.require("owner");
       route.owner_lcore = d_.integer<unsigned>(owner, 0, kMaxLcoreId);
       if (std::find(s.owner_lcores.begin(), s.owner_lcores.end(), route.owner_lcore) == s.owner_lcores.end()) {
@@ -742,7 +761,18 @@ class ProfileDecoder {
 
   void decode_polling(const Field& f) {
     const MapReader m(d_, f, {"idle_sleep_us", "idle_polls_before_sleep"});
-    if (auto v = m.get("idle_sleep_us")) p_.polling.idle_sleep_us = d_.integer<std::uint32_t>(*v, 0, 1000000);
+    if (auto v = m.get("idle_sleep_us")) {
+      p_.polling.idle_sleep_us = d_.integer<std::uint32_t>(*v, 0, 1000000);
+      // A receiver whose every queue is parked naps for idle_sleep_us at once;
+      // a nap as long as the park timeout lets every parked packet time out.
+      const std::uint32_t timeout = p_.backpressure.park_timeout_us;
+      if (p_.backpressure.policy != BackpressurePolicy::kDrop && p_.polling.idle_sleep_us >= timeout) {
+        d_.fail(*v, "must be below backpressure.park_timeout_us (" + std::to_string(timeout) + "), got " +
+                        std::to_string(p_.polling.idle_sleep_us) +
+                        ": a receiver whose queues are all parked naps this long, and its parked packets would "
+                        "time out while it sleeps; lower idle_sleep_us or raise park_timeout_us");
+      }
+    }
     if (auto v = m.get("idle_polls_before_sleep")) {
       p_.polling.idle_polls_before_sleep = d_.integer<std::uint32_t>(*v, 1, 1000000000);
     }
@@ -836,8 +866,33 @@ Profile parse_profile(const std::string& yaml_text, const std::string& name) {
 }
 
 Profile load_profile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw ProfileError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw ProfileError(path + ": cannot read: " + std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw ProfileError(path + ": cannot read: Is " + std::string(kind) +
+                       "; a profile must be a regular file (at most " + std::to_string(kMaxProfileBytes >> 20) +
+                       " MiB)");
+  }
+  const auto too_large = [&] {
+    ::close(fd);
+    throw ProfileError(path + ": cannot read: larger than " + std::to_string(kMaxProfileBytes >> 20) +
+                       " MiB, the most a profile may be");
+  };
+  if (std::uint64_t(st.st_size) > kMaxProfileBytes) too_large();
   std::string text;
   char buffer[65536];
   for (;;) {
@@ -850,9 +905,22 @@ Profile load_profile(const std::string& path) {
       throw ProfileError(path + ": cannot read: " + std::strerror(error));
     }
     text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxProfileBytes) too_large();  // it grew while being read
   }
   ::close(fd);
   return parse_profile(text, path);
+}
+
+double parse_seconds(const std::string& text, const std::string& what, double min, double max) {
+  double value = 0;
+  switch (Decoder::parse_real(text, min, max, value)) {
+    case Decoder::RealParse::kOk: return value;
+    case Decoder::RealParse::kNotANumber:
+      throw ProfileError(what + ": expected a number of seconds (decimal, e.g. 1.5), got '" + text + "'");
+    case Decoder::RealParse::kOutOfRange: break;
+  }
+  throw ProfileError(what + ": must be in " + Decoder::format_real(min) + ".." + Decoder::format_real(max) +
+                     " seconds, got '" + text + "'");
 }
 
 std::string dump_profile(const Profile& p) {

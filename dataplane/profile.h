@@ -7,6 +7,7 @@
 // message names the file, line, column and key.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +17,13 @@
 #include "steering/steering_config.h"
 
 namespace qs {
+
+// The most owner lcores a profile may have: the receive loop groups each
+// burst by owner in arrays of this size (kMaxOwners, mbuf_classifier.h).
+inline constexpr unsigned kMaxOwnerLcores = 64;
+// The largest profile file load_profile() reads (the shipped ones are a few
+// KiB; 65,533 servers fit in well under this).
+inline constexpr std::size_t kMaxProfileBytes = 4u << 20;
 
 enum class FlowControl { kNone, kRxPause, kTxPause, kFull };  // 802.3x
 
@@ -122,8 +130,13 @@ const char* flow_control_name(FlowControl fc);
 const char* policy_name(BackpressurePolicy p);
 const char* action_name(OwnerAction a);
 
-// Reads, decodes and validates; throws ProfileError.
+// Reads, decodes and validates; throws ProfileError. Only a regular file of
+// at most kMaxProfileBytes is read (a FIFO, a device or a directory is refused
+// before any read).
 Profile load_profile(const std::string& path);
+// A number of seconds as the profile spells one (duration_s): decimal, no
+// hex, nan or inf, within [min, max]. Throws ProfileError naming `what`.
+double parse_seconds(const std::string& text, const std::string& what, double min, double max);
 // For command-line programs: the profile, or nothing after the error was
 // printed to stderr.
 std::optional<Profile> load_profile_or_report(const std::string& path);

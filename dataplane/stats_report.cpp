@@ -28,6 +28,7 @@ void OwnerTotals::add(const OwnerTotals& o) {
   connections_live += o.connections_live;
   connections_expired += o.connections_expired;
   connections_untracked += o.connections_untracked;
+  connections_untracked_long_dcid += o.connections_untracked_long_dcid;
   migrations += o.migrations;
   tx += o.tx;
   sunk += o.sunk;
@@ -142,7 +143,8 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
       std::fprintf(out, "                  the device reset its counters %u time(s); these totals carry across\n",
                    p.counter_resets);
   }
-  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned)\n", leaked == 0 ? "ok" : "LEAK", leaked);
+  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned; %" PRIu64 " were held by devices and came back when the ports closed)\n",
+               leaked == 0 ? "ok" : "LEAK", leaked, s.mbufs_held_by_devices);
   std::fflush(out);
 }
 
@@ -175,7 +177,8 @@ void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
 void owner_json(std::ostringstream& o, const OwnerTotals& w) {
   o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
     << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
-    << ", \"connections_untracked\": " << w.connections_untracked << ", \"migrations\": " << w.migrations
+    << ", \"connections_untracked\": " << w.connections_untracked
+    << ", \"connections_untracked_long_dcid\": " << w.connections_untracked_long_dcid << ", \"migrations\": " << w.migrations
     << ", \"tx\": " << w.tx << ", \"tx_holds\": " << w.tx_holds << ", \"tx_held_us\": " << w.tx_held_us
     << ", \"tx_held_now\": " << w.tx_held_now << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
   drops_json(o, w.drops);
@@ -232,7 +235,8 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
       o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
     o << "}}";
   }
-  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"leaked\": " << leaked
+  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"held_by_devices\": " << s.mbufs_held_by_devices
+    << ", \"leaked\": " << leaked
     << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
   return o.str();
 }

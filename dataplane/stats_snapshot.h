@@ -25,7 +25,8 @@ struct ReceiveTotals {
 
 struct OwnerTotals {
   std::uint64_t dequeued = 0, processed = 0, connections = 0, connections_live = 0,
-                connections_expired = 0, connections_untracked = 0, migrations = 0, tx = 0, sunk = 0;
+                connections_expired = 0, connections_untracked = 0, connections_untracked_long_dcid = 0,
+                migrations = 0, tx = 0, sunk = 0;
   std::uint64_t tx_holds = 0, tx_held_us = 0, tx_held_now = 0;  // TX back-pressure
   DropArray drops{};
   void add(const OwnerTotals& o);
@@ -74,6 +75,8 @@ struct StatsSnapshot {
   DropArray drops_total{};  // receive-side and owner-side together
   std::uint64_t busy_cycles_total = 0;
   std::uint64_t tsc_hz = 0;
+  // Filled in after the ports closed (Dataplane::mbufs_held_by_devices).
+  std::uint64_t mbufs_held_by_devices = 0;
   std::uint64_t drops_sum() const;
 };
 

@@ -4,7 +4,7 @@ namespace qs {
 
 void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
                                       const std::uint16_t* lens, unsigned n,
-                                      Decision* out) const {
+                                      Decision* out, const std::uint32_t* frame_lens) const {
   constexpr unsigned kChunk = 64;
   for (unsigned base = 0; base < n; base += kChunk) {
     const unsigned m = n - base < kChunk ? n - base : kChunk;
@@ -15,7 +15,8 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     // enough for the CPU to overlap several frames, and the resolve loop
     // reads parse results stored long before.
     for (unsigned i = 0; i < m; ++i)
-      parse_packet(frames[base + i], lens[base + i], parser_, out[base + i].packet);
+      parse_packet(frames[base + i], lens[base + i], parser_, out[base + i].packet,
+                   frame_lens != nullptr ? frame_lens[base + i] : 0);
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];

@@ -38,8 +38,11 @@ class PacketClassifier {
     return d;
   }
 
+  // lens[i]: the bytes of frames[i] that can be read; frame_lens[i] (when
+  // given): the whole frame's length, larger for a multi-segment mbuf whose
+  // first segment is frames[i] (see parse_packet).
   void classify_burst(const std::uint8_t* const* frames, const std::uint16_t* lens, unsigned n,
-                      Decision* out) const;
+                      Decision* out, const std::uint32_t* frame_lens = nullptr) const;
 
  private:
   ParserConfig parser_;

@@ -21,7 +21,10 @@
 // Fields are read within min(frame, the IP header's declared length). A frame
 // whose headers all parse but that is shorter than its IP header declares is
 // kMalformed/kTruncatedPayload (every field found so far is still filled in).
-// Longer frames (Ethernet padding) are fine. IPv4 header checksums are not
+// Longer frames (Ethernet padding) are fine. A frame whose bytes are not all
+// in one buffer (a multi-segment mbuf) is parsed on the first `len` bytes
+// with `frame_len` its whole length: it is judged on what that first part
+// holds, and is not truncated for lacking the rest. IPv4 header checksums are not
 // verified (NICs do that, and a bad one changes no routing decision).
 #pragma once
 
@@ -241,7 +244,7 @@ inline void parse_quic(const std::uint8_t* __restrict data, std::size_t begin, s
 // store-forwarding stall per packet).
 [[gnu::always_inline]] inline void parse_packet(const std::uint8_t* __restrict data,
                                                std::size_t len, const ParserConfig& config,
-                                               ParsedPacket& r) {
+                                               ParsedPacket& r, std::size_t frame_len = 0) {
   using namespace parser_detail;
   r = ParsedPacket{};
   const auto fail = [&r](MalformedReason why) {
@@ -313,7 +316,7 @@ inline void parse_quic(const std::uint8_t* __restrict data, std::size_t begin, s
     r.verdict = Verdict::kNotUdp;  // ARP, LLDP, MPLS, ...
     return;
   }
-  const bool frame_short = len < ip_end;
+  const bool frame_short = (frame_len > len ? frame_len : len) < ip_end;
   const std::size_t bound = frame_short ? len : ip_end;
   const auto finish = [&](Verdict v) {
     r.verdict = v;

@@ -104,6 +104,7 @@ TEST(Backpressure, ParkIsLosslessAndPushesBackOnTheSender) {
   const auto [t, r] = run_pipeline(l, 2000, 11);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.sent, t.frames.size());
   // Zero software drops: everything taken from an RX queue was delivered.
   EXPECT_EQ(r.stats.drops_sum(), 0u);
@@ -125,6 +126,7 @@ TEST(Backpressure, DropPolicyDropsWhatTheRingRejectsAndCountsIt) {
   const auto [t, r] = run_pipeline(l, 2000, 12);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_GT(drops(r, DropReason::kRingFull), 0u);
   EXPECT_EQ(r.stats.drops_sum(), drops(r, DropReason::kRingFull));
   EXPECT_EQ(r.delivered.size() + drops(r, DropReason::kRingFull), r.sent);
@@ -145,6 +147,7 @@ TEST(Backpressure, ShedNewDropsOnlyConnectionOpenersWhileEstablishedTrafficFlows
   const auto [t, r] = run_pipeline(l, 3000, 13);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   const std::uint64_t shed = drops(r, DropReason::kShedNew);
   EXPECT_GT(shed, 0u);
   EXPECT_EQ(r.stats.drops_sum(), shed);
@@ -189,6 +192,7 @@ TEST(Backpressure, ParkTimeoutDropsOnlyTheStalledOwnersPacketsAndOthersFlow) {
   const ScenarioResult r = s.run(t.frames, t.queue_of);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   const std::uint64_t timed_out = drops(r, DropReason::kParkTimeout);
   EXPECT_GT(timed_out, 0u);
   EXPECT_EQ(r.stats.drops_sum(), timed_out);
@@ -230,6 +234,7 @@ TEST(Backpressure, CrossTrafficBetweenTwoFullRingsDoesNotDeadlock) {
   const ScenarioResult r = s.run(t.frames, t.queue_of);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.stats.drops_sum(), 0u);
   EXPECT_EQ(r.delivered.size(), r.sent);
   ASSERT_EQ(r.stats.rings.size(), 2u);
@@ -254,6 +259,7 @@ TEST(Backpressure, StopUnderLoadDeliversWhatWasTakenAndReturnsEveryMbuf) {
   const ScenarioResult r = s.run(t.frames, t.queue_of, stop_at_half);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.sent, half);
   EXPECT_GT(r.stats.rx_total.parks, 0u);  // it was under back-pressure when stopped
   EXPECT_EQ(r.stats.drops_sum(), 0u);
@@ -317,6 +323,7 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
   const ScenarioResult r = s.run(t.frames, t.queue_of, stop_when_parked);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_GT(drops(r, DropReason::kShutdown), 0u);
   EXPECT_EQ(r.stats.drops_sum(), drops(r, DropReason::kShutdown));
   EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.stats.rx_total.rx);
@@ -440,6 +447,7 @@ TEST(Backpressure, IdleOwnersSleepOnTheDoorbellAndWakeForTraffic) {
   const auto [t, r] = run_pipeline(l, 100, 17, paced);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.stats.drops_sum(), 0u);
   EXPECT_EQ(r.delivered.size(), r.sent);
   ASSERT_EQ(r.stats.lcores.size(), 3u);

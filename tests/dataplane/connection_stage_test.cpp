@@ -174,6 +174,7 @@ TEST(ConnectionExpiry, IdleConnectionsLeaveTheRunningShards) {
   EXPECT_GT(r.stats.owner_total.connections, 200u);
   EXPECT_EQ(r.stats.owner_total.connections_live, 0u);
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
 }
 
 // The dataplane's shards live in EAL memory on the owner's socket, and a shard

@@ -140,5 +140,134 @@ action: {{type: reflect}}
     r = run([QUICSTEER, "--", "--profile", lc])
     check(r.returncode != 0 and "lcore 7" in r.stderr, f"unknown lcore is a clear error: {r.stderr.strip()[-200:]}")
 
+    # --- issue 15: what a hostile probe found -------------------------------------------
+
+    # --duration follows the profile's rule for numbers: no nan, inf, overflow or hex.
+    for bad in ["nan", "inf", "1e400", "0x10", "-1", "1s"]:
+        r = run([QUICSTEER, "--", "--profile", p, "--duration", bad])
+        check(r.returncode == 2 and "--duration" in r.stderr and f"'{bad}'" in r.stderr
+              and "port " not in r.stdout,
+              f"--duration {bad} is refused before anything starts: {r.stderr.strip()[-160:]}")
+
+    # Outputs are checked at start-up, before EAL: an unwritable statistics file.
+    r = run([QUICSTEER, "--", "--profile", p, "--duration", "0.2", "--stats-json", "/nonexistent-dir/s.json"])
+    check(r.returncode == 1 and "cannot write the statistics file /nonexistent-dir/s.json" in r.stderr
+          and "port " not in r.stdout and "summary" not in r.stdout,
+          f"an unwritable --stats-json is refused at start-up: {r.stderr.strip()[-200:]}")
+    r = run([QUICSTEER, "--", "--profile", profile(tmp, pcap_profile(pcap, tmp), "dirjson.yaml"), "--duration", "0.2"])
+    check(r.returncode == 1 and f"the statistics file {tmp} (stats.json)" in r.stderr and "port " not in r.stdout,
+          f"a stats.json naming a directory is refused at start-up: {r.stderr.strip()[-200:]}")
+
+    # --check reads regular files only, and a bounded amount of them.
+    r = run([QUICSTEER, "--check", "/dev/zero"], timeout=60)
+    check(r.returncode == 1 and "/dev/zero: cannot read: Is a character device" in r.stderr,
+          f"--check /dev/zero is refused: {r.stderr.strip()[-200:]}")
+    fifo = os.path.join(tmp, "p.fifo")
+    os.mkfifo(fifo)
+    try:
+        r = run([QUICSTEER, "--check", fifo], timeout=60)
+        check(r.returncode == 1 and "Is a FIFO" in r.stderr, f"--check on a FIFO is refused: {r.stderr.strip()[-200:]}")
+    except subprocess.TimeoutExpired:
+        check(False, "--check on a FIFO waited for a writer")
+
+    # A stop signal from the first moment: quicsteer is started with SIGINT
+    # blocked and the signal already pending, so it arrives the moment
+    # quicsteer's main() lets it (before EAL starts). The run stops on it and
+    # prints its summary instead of running for its whole duration.
+    def blocked_sigint():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    proc = subprocess.Popen([QUICSTEER, "--", "--profile", p, "--duration", "600"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=blocked_sigint)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=240)
+        check(proc.returncode == 0 and "stopping on SIGINT" in out and "quicsteer summary" in out
+              and "mbuf leak check: ok" in out,
+              f"SIGINT before EAL: a clean stop with the summary ({proc.returncode}: {err.strip()[-200:]})")
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, "SIGINT before EAL was not seen: quicsteer ran on")
+
+    # SIGINT while EAL is starting (its first log line is out): before, the
+    # handler came after EAL and the signal killed quicsteer with no summary.
+    eal_info = ["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci",
+                "--log-level", "*:info"]
+    proc = subprocess.Popen([QUICSTEER] + eal_info + ["--", "--profile", p, "--duration", "600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    while "EAL:" not in seen:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=240)
+        out = seen + out
+        check(proc.returncode == 0 and "stopping on SIGINT" in out and "quicsteer summary" in out,
+              f"SIGINT during EAL start-up: a clean stop with the summary (exit {proc.returncode})")
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, "SIGINT during EAL start-up was not seen: quicsteer ran on")
+
+    # Forwarding to a net_ring nobody reads: its rings hold what was sent.
+    # They are the device's, not leaked; they come back when it closes.
+    ring_json = os.path.join(tmp, "ring.json")
+    ring = pcap_profile(pcap, ring_json).replace(
+        '{name: sink, device: "net_null0,no-rx=1", rx_queues: 0, tx_queues: 2}',
+        '{name: sink, device: "net_ring0", rx_queues: 0, tx_queues: 2}')
+    check("net_ring0" in ring, "the net_ring profile was made")
+    r = run([QUICSTEER, "--", "--profile", profile(tmp, ring, "ring.yaml"), "--duration", "1"], timeout=180)
+    check(r.returncode == 0 and "mbuf leak check: ok" in r.stdout,
+          f"a net_ring nobody reads: no leak reported ({r.stdout.strip()[-300:]} {r.stderr.strip()[-200:]})")
+    try:
+        m = json.load(open(ring_json))["mbufs"]
+        check(m["leaked"] == 0 and m["held_by_devices"] >= 1023 and m["ok"],
+              f"the mbufs in net_ring's rings are counted as held by the device: {m}")
+    except Exception as e:  # noqa: BLE001
+        check(False, f"net_ring stats JSON readable: {e}")
+
+    # A memif client with no server: the error names the socket and the fix.
+    sock = os.path.join(tmp, "nobody.sock")
+    memif = f"""eal: {EAL}
+ports:
+  - {{name: memif, device: "net_memif0,role=client,socket={sock},id=0", rx_queues: 1, tx_queues: 1, rss: false}}
+lcores:
+  - {{id: 1, rx: ["memif:0"], owner: true}}
+action: {{type: reflect}}
+"""
+    r = run([QUICSTEER, "--", "--profile", profile(tmp, memif, "memif.yaml"), "--duration", "0.5"], timeout=120)
+    check(r.returncode != 0 and f"no memif peer listening on socket {sock}" in r.stderr and "memif server" in r.stderr,
+          f"memif with no peer names the socket and the fix: {r.stderr.strip()[-300:]}")
+
+    # A second instance on the same --file-prefix: the cause and the fix.
+    prefix = f"qs-cli-{os.getpid()}"
+    shared = pcap_profile(pcap, os.path.join(tmp, "first.json")).replace('"--no-shconf", ', f'"--file-prefix", "{prefix}", ')
+    check(prefix in shared, "the shared-config profile was made")
+    first = subprocess.Popen([QUICSTEER, "--", "--profile", profile(tmp, shared, "first.yaml"), "--duration", "600"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "running until" not in line and "running for" not in line:
+            line = first.stdout.readline()
+            if not line:
+                break
+        check("running" in line, "the first instance started")
+        second = shared.replace("first.json", "second.json")
+        r = run([QUICSTEER, "--", "--profile", profile(tmp, second, "second.yaml"), "--duration", "0.5"], timeout=120)
+        check(r.returncode != 0 and f"another DPDK process (pid {first.pid})" in r.stderr
+              and f"--file-prefix '{prefix}'" in r.stderr and "give this process its own --file-prefix" in r.stderr,
+              f"a second instance on the same --file-prefix says why and what to do: {r.stderr.strip()[-300:]}")
+    finally:
+        first.send_signal(signal.SIGINT)
+        try:
+            first.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.communicate()
+    check(first.returncode == 0, f"the first instance stopped cleanly ({first.returncode})")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -10,6 +10,13 @@
 // Scenario::send() plays a lossless sender: on a full RX ring it waits and
 // retries, which is what a sender honouring PAUSE frames does. Every frame
 // gets a sequence number in an mbuf dynamic field so its way out can be told.
+// A frame larger than one mbuf's room (or than RunOptions::segment_size)
+// arrives as a chain of segments, as a NIC's scattered RX delivers it.
+//
+// Every run ends with the accounting checked (ScenarioResult::accounting):
+// received = processed + drops, processed = transmitted + sunk, and the
+// port's own counters agree (ipackets = received, opackets = transmitted,
+// and oerrors = the owners' tx_full where the driver counts oerrors).
 #pragma once
 
 #include <rte_cycles.h>
@@ -33,6 +40,7 @@
 
 #include "dataplane/dataplane.h"
 #include "dataplane/profile.h"
+#include "dataplane/tsan.h"
 
 namespace qs::test {
 
@@ -102,7 +110,65 @@ struct ScenarioResult {
   bool stalled = false;                   // no progress for the stall limit
   std::uint64_t never_received = 0;       // left in RX rings when the run ended
   std::uint64_t left_in_tx = 0;           // transmitted but not taken by the test when the run ended
+  std::uint64_t segmented = 0;            // frames sent as more than one segment
+  // What does not add up, one line each; empty when every identity holds.
+  std::string accounting;
 };
+
+// The identities every run must satisfy once the lcores stopped (the ports
+// still open, so their counters are there to compare).
+inline std::string check_accounting(const ScenarioResult& r) {
+  std::string problems;
+  const auto expect = [&](const char* what, std::uint64_t left, std::uint64_t right) {
+    if (left != right)
+      problems += std::string(what) + ": " + std::to_string(left) + " != " + std::to_string(right) + "\n";
+  };
+  const StatsSnapshot& s = r.stats;
+  const std::uint64_t received = s.rx_total.rx;
+  const std::uint64_t tx_full = s.owner_total.drops[std::size_t(DropReason::kTxFull)];
+  expect("received = processed + drops", received, s.owner_total.processed + s.drops_sum());
+  expect("processed = transmitted + sunk", s.owner_total.processed, s.owner_total.tx + s.owner_total.sunk);
+  expect("sent = received + never received", r.sent, received + r.never_received);
+  std::uint64_t ipackets = 0, opackets = 0, oerrors = 0;
+  for (const auto& p : s.ports) ipackets += p.ipackets, opackets += p.opackets, oerrors += p.oerrors;
+  if (s.ports.empty()) problems += "no port counters in the snapshot\n";
+  expect("port ipackets = received", ipackets, received);
+  expect("port opackets = transmitted", opackets, s.owner_total.tx);
+  // (net_ring counts no oerrors: what its TX refused is only in tx_full.)
+  if (oerrors != 0) expect("port oerrors = tx_full", oerrors, tx_full);
+  return problems;
+}
+
+// `frame` in one mbuf, or a chain of segments of at most `segment_size`
+// bytes (0: as much as a segment holds). nullptr when the pool is empty.
+inline rte_mbuf* frame_to_mbuf(rte_mempool* pool, const std::vector<std::uint8_t>& f, unsigned segment_size,
+                               bool& segmented) {
+  rte_mbuf* head = nullptr;
+  std::size_t at = 0;
+  segmented = false;
+  do {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    if (m == nullptr) {
+      rte_pktmbuf_free(head);
+      return nullptr;
+    }
+    std::size_t n = std::min<std::size_t>(f.size() - at, rte_pktmbuf_tailroom(m));
+    if (segment_size != 0) n = std::min<std::size_t>(n, segment_size);
+    if (n != 0) std::memcpy(rte_pktmbuf_append(m, std::uint16_t(n)), f.data() + at, n);
+    at += n;
+    if (head == nullptr) {
+      head = m;
+    } else {
+      segmented = true;
+      if (rte_pktmbuf_chain(head, m) != 0) {
+        rte_pktmbuf_free(m);
+        rte_pktmbuf_free(head);
+        throw std::runtime_error("frame needs more segments than an mbuf chain may have");
+      }
+    }
+  } while (at < f.size());
+  return head;
+}
 
 // A test profile with {DEVICE} filled in; for tests that only need its
 // steering section (no device is touched).
@@ -126,9 +192,13 @@ struct RunOptions {
   // detector, not a performance bound.
   std::chrono::seconds stall_limit{60};
   // Packets the test takes from each TX ring per look: a slow TX queue (a
-  // descheduled peer, a slower link downstream). 0: the TX queue never
-  // drains while the sender sends.
+  // descheduled peer, a slower link downstream). 0: nobody reads the TX rings
+  // while the data path runs (a peer that takes nothing), so TX refuses once
+  // they are full. They are emptied after the stop, before the leak check.
   unsigned tx_take_per_look = ~0u;
+  // Each frame in segments of at most this many bytes (0: one segment where
+  // it fits).
+  unsigned segment_size = 0;
 };
 
 class Scenario {
@@ -155,20 +225,19 @@ class Scenario {
     bool early = false;
     for (std::size_t i = 0; i < frames.size() && !early; ++i) {
       rte_mbuf* m = nullptr;
+      bool segmented = false;
       while (m == nullptr) {
-        m = rte_pktmbuf_alloc(dp_->pool());
+        m = frame_to_mbuf(dp_->pool(), *frames[i], options.segment_size, segmented);
         if (m == nullptr) {
           if (collect(r, options.tx_take_per_look)) progressed();
           if (stalled()) return finish(r, true);
           std::this_thread::yield();
         }
       }
-      const auto& f = *frames[i];
-      char* data = rte_pktmbuf_append(m, std::uint16_t(f.size()));
-      if (data == nullptr) throw std::runtime_error("frame larger than the mbuf");
-      std::memcpy(data, f.data(), f.size());
+      r.segmented += segmented;
       test_seq(m) = i;
       rte_ring* rx = port_.rx(queue_of[i]);
+      tsan_release(m);  // the data path takes it in net_ring's uninstrumented RX (dataplane/tsan.h)
       while (rte_ring_enqueue(rx, m) != 0) {
         ++r.sender_saw_full;
         if (collect(r, options.tx_take_per_look)) progressed();
@@ -187,7 +256,8 @@ class Scenario {
     while (!early) {
       if (collect(r, options.tx_take_per_look)) progressed();
       const StatsSnapshot s = dp_->snapshot();
-      if (r.delivered.size() + in_tx_rings() + s.drops_sum() >= r.sent) break;
+      // Transmitted (taken by the test or still in a TX ring), sunk or dropped.
+      if (s.owner_total.tx + s.owner_total.sunk + s.drops_sum() >= r.sent) break;
       if (stalled()) return finish(r, true);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -220,6 +290,7 @@ class Scenario {
         any = true;
         for (unsigned k = 0; k < n; ++k) {
           auto* m = static_cast<rte_mbuf*>(burst[k]);
+          tsan_acquire(m);  // an owner sent it through net_ring's uninstrumented TX
           r.delivered.push_back({test_seq(m), q});
           rte_pktmbuf_free(m);
         }
@@ -243,6 +314,7 @@ class Scenario {
       }
     }
     r.stats = dp_->snapshot();
+    r.accounting = check_accounting(r);
     r.mbufs_leaked = dp_->close_ports_and_count_leaks();
     return r;
   }

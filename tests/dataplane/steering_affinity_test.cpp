@@ -66,6 +66,7 @@ TEST_F(Affinity, EveryConnectionLeavesOneOwnerInOrderAcrossMigrations) {
   ASSERT_FALSE(r.stalled);
   ASSERT_EQ(r.sent, traffic_.frames.size());
   EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "") << "the identities of a run";
 
   const auto& packets = traffic_.traffic.packets;
   std::size_t malformed = 0, quicgen_malformed = 0, routed_by_server = 0, first_flight = 0, migrated_routed = 0;

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <array>
@@ -522,7 +525,7 @@ steering:
     - {server_id: 0001, owner: 2}
     - {server_id: "0a0b0c", owner: 1}
   fallback: {key: ffeeddccbbaa99887766554433221100, vnodes: 7}
-backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 7}
+backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 70}
 action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, idle_timeout_ms: 5}
 polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8}
 stats: {period_ms: 0, json: "results/x.json"}
@@ -578,7 +581,7 @@ duration_s: 0.25
   EXPECT_EQ(p.backpressure.policy, qs::BackpressurePolicy::kShedNew);
   EXPECT_EQ(p.backpressure.high_watermark, 3000u);
   EXPECT_EQ(p.backpressure.low_watermark, 100u);
-  EXPECT_EQ(p.backpressure.park_timeout_us, 7u);
+  EXPECT_EQ(p.backpressure.park_timeout_us, 70u);
   EXPECT_EQ(p.action.type, qs::OwnerAction::kForward);
   EXPECT_EQ(p.action.tx_port, 1);
   EXPECT_EQ(p.action.cost_cycles, 500u);
@@ -605,6 +608,70 @@ TEST(Profile, DumpOfDefaultsReadsBackToItself) {
   EXPECT_THAT(dump, HasSubstr("low_watermark: 512"));
   EXPECT_THAT(dump, HasSubstr("idle_polls_before_sleep: 256"));
   EXPECT_THAT(dump, HasSubstr("key: \"00000000000000000000000000000000\""));
+}
+
+
+// --- issue 15: limits a running data path needs, files the loader must not trust --------
+
+// A nap as long as the park timeout lets parked packets time out (lossless
+// with idle_sleep_us 20000 dropped 4,145 of 4,164 parked packets).
+INSTANTIATE_TEST_SUITE_P(
+    RunsAsDocumented, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"idle_sleep_equal_to_park_timeout",
+                   kBase + "backpressure:\n  park_timeout_us: 1000\npolling:\n  idle_sleep_us: 1000\n",
+                   "t.yaml:7:18: polling.idle_sleep_us", "must be below backpressure.park_timeout_us (1000), got 1000"},
+        BadProfile{"idle_sleep_above_default_park_timeout", kBase + "polling:\n  idle_sleep_us: 20000\n",
+                   "t.yaml:5:18: polling.idle_sleep_us", "must be below backpressure.park_timeout_us (10000)"},
+        BadProfile{"idle_sleep_above_park_timeout_shed_new",
+                   kBase + "backpressure: {policy: shed-new, park_timeout_us: 500}\npolling: {idle_sleep_us: 600}\n",
+                   "t.yaml:5:26: polling.idle_sleep_us", "raise park_timeout_us"}),
+    case_name);
+
+TEST(Profile, IdleSleepBelowParkTimeoutOrUnderDropIsAccepted) {
+  EXPECT_EQ(qs::parse_profile(kBase + "backpressure: {park_timeout_us: 1000}\npolling: {idle_sleep_us: 999}\n", "t.yaml")
+                .polling.idle_sleep_us,
+            999u);
+  // drop parks nothing, so nothing can time out.
+  EXPECT_EQ(qs::parse_profile(kBase + "backpressure: {policy: drop, park_timeout_us: 1000}\n"
+                                      "polling: {idle_sleep_us: 5000}\n",
+                              "t.yaml")
+                .polling.idle_sleep_us,
+            5000u);
+}
+
+// `owners` owner lcores (ids 1..owners), the first polling the one queue.
+std::string owners_profile(unsigned owners) {
+  std::string y = "ports: [{name: wire, device: net_null0}]\nlcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n";
+  for (unsigned id = 2; id <= owners; ++id) y += "  - {id: " + std::to_string(id) + ", owner: true}\n";
+  return y + "action: {type: sink}\n";
+}
+
+// The receive loop's per-burst arrays hold 64 owners; sink needs no TX queue
+// per owner, so nothing else stopped a 65th (issue 13, defect 2).
+TEST(Profile, RejectsMoreOwnersThanTheReceiveLoopGroups) {
+  EXPECT_EQ(qs::parse_profile(owners_profile(64), "t.yaml").steering.owner_lcores.size(), 64u);
+  // Line 2 is "lcores:", lcore id N is on line N + 2; "  - {id: 65, owner: " puts the value at column 21.
+  EXPECT_THAT(error_of(owners_profile(65)),
+              StartsWith("t.yaml:67:21: lcores[64].owner: at most 64 lcores may be owners; lcore 65 would be owner 65"));
+  EXPECT_THAT(error_of(owners_profile(100)), StartsWith("t.yaml:67:21: lcores[64].owner: "));
+}
+
+// 65,533 servers (every 2-octet server ID but three) load, and a duplicate at
+// the very end names the first one. Before, the duplicate check compared
+// every pair: 8 s here, 33 s under ASan.
+TEST(Profile, TakesTheLargestServerMap) {
+  std::string y = kBase + "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\n  servers:\n";
+  char line[64];
+  for (unsigned id = 1; id <= 65533; ++id) {
+    std::snprintf(line, sizeof line, "    - {server_id: \"%04x\", owner: 1}\n", id);
+    y += line;
+  }
+  EXPECT_EQ(qs::parse_profile(y, "t.yaml").steering.server_routes.size(), 65533u);
+  const std::string message = error_of(y + "    - {server_id: \"0007\", owner: 1}\n");
+  // kBase is 3 lines, steering 3 more: server i is on line i + 7.
+  EXPECT_THAT(message, StartsWith("t.yaml:65540:19: steering.servers[65533].server_id: duplicate server_id "
+                                  "(also steering.servers[6])"));
 }
 
 // --- files -------------------------------------------------------------------------
@@ -651,6 +718,63 @@ TEST(ProfileFile, LoadsFileAndRecordsPath) {
   EXPECT_EQ(p.path, path.string());
   EXPECT_EQ(p.ports.size(), 1u);
   std::filesystem::remove(path);
+}
+
+
+TEST(ProfileFile, FifoIsRefusedWithoutWaitingForAWriter) {
+  const auto path = std::filesystem::temp_directory_path() / ("qs_profile_test_" + std::to_string(::getpid()) + ".fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  try {
+    qs::load_profile(path.string());  // blocked forever before: nobody ever writes
+    ADD_FAILURE() << "accepted a FIFO";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ": cannot read: Is a FIFO; a profile must be a regular file (at most 4 MiB)");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ProfileFile, DeviceIsRefusedBeforeReadingIt) {
+  try {
+    qs::load_profile("/dev/zero");  // read without end before (1.28 GB in 10 s)
+    FAIL() << "accepted /dev/zero";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_EQ(std::string(e.what()), "/dev/zero: cannot read: Is a character device; a profile must be a regular file (at most 4 MiB)");
+  }
+}
+
+TEST(ProfileFile, LargerThanTheLimitIsRefused) {
+  const auto path = scratch_file("huge.yaml", kBase + "# " + std::string(qs::kMaxProfileBytes, 'x') + "\n");
+  try {
+    qs::load_profile(path.string());
+    ADD_FAILURE() << "accepted a file over the limit";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ": cannot read: larger than 4 MiB, the most a profile may be");
+  }
+  std::filesystem::remove(path);
+}
+
+// The command line's numbers of seconds follow duration_s's rule.
+TEST(ParseSeconds, FollowsTheProfilesRuleForNumbers) {
+  EXPECT_EQ(qs::parse_seconds("1.5", "--duration", 0, 86400), 1.5);
+  EXPECT_EQ(qs::parse_seconds("0", "--duration", 0, 86400), 0);
+  EXPECT_EQ(qs::parse_seconds("+2", "--duration", 0, 86400), 2);
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "infinity", "1e400", "0x10", "", " 1", "1 ", "1s", "--1"}) {
+    try {
+      qs::parse_seconds(bad, "--duration", 0, 86400);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const qs::ProfileError& e) {
+      EXPECT_THAT(e.what(), StartsWith(std::string("--duration: expected a number of seconds (decimal, e.g. 1.5), got '") + bad + "'"));
+    }
+  }
+  for (const char* out : {"-1", "86401", "1e300"}) {
+    try {
+      qs::parse_seconds(out, "--duration", 0, 86400);
+      ADD_FAILURE() << "accepted '" << out << "'";
+    } catch (const qs::ProfileError& e) {
+      EXPECT_THAT(e.what(), StartsWith(std::string("--duration: must be in 0..86400 seconds, got '") + out + "'"));
+    }
+  }
 }
 
 // --- shipped profiles ------------------------------------------------------------
