@@ -199,6 +199,9 @@ struct RunOptions {
   // Each frame in segments of at most this many bytes (0: one segment where
   // it fits).
   unsigned segment_size = 0;
+  // Called with each transmitted packet (and its TX queue) before it is
+  // freed, to check what it carries.
+  std::function<void(const rte_mbuf*, unsigned)> inspect_tx;
 };
 
 class Scenario {
@@ -215,6 +218,7 @@ class Scenario {
   // then waits until every frame sent was delivered or counted as dropped.
   ScenarioResult run(const std::vector<const std::vector<std::uint8_t>*>& frames,
                      const std::vector<unsigned>& queue_of, const RunOptions& options = {}) {
+    inspect_tx_ = options.inspect_tx;
     const auto& stop_early = options.stop_early;
     const auto stall_limit = options.stall_limit;
     ScenarioResult r;
@@ -291,6 +295,7 @@ class Scenario {
         for (unsigned k = 0; k < n; ++k) {
           auto* m = static_cast<rte_mbuf*>(burst[k]);
           tsan_acquire(m);  // an owner sent it through net_ring's uninstrumented TX
+          if (inspect_tx_) inspect_tx_(m, q);
           r.delivered.push_back({test_seq(m), q});
           rte_pktmbuf_free(m);
         }
@@ -320,6 +325,7 @@ class Scenario {
   }
 
   RingPort& port_;
+  std::function<void(const rte_mbuf*, unsigned)> inspect_tx_;
   Profile profile_;
   std::unique_ptr<Dataplane> dp_;
 };
