@@ -67,8 +67,8 @@ class Dataplane {
  private:
   PortCounters sample_port_counters(std::size_t profile_port) const;
   bool drained() const;  // no ticket held, every ring empty, no TX stage holding packets
-  void build_lcores();   // contexts, rings, doorbells, shards, TX buffers
-  void release();        // closes the ports, frees TX buffers and the pool
+  void build_lcores();   // contexts, rings, doorbells, shards, TX stages
+  void release();        // closes the ports and frees the pool
 
   Profile profile_;
   rte_mempool* pool_ = nullptr;

@@ -108,7 +108,7 @@ struct LcoreContext {
 // The lcore entry point for rte_eal_remote_launch; arg is a LcoreContext*.
 int lcore_main(void* arg);
 
-// After every lcore has returned: flushes TX buffers and frees what is still
+// After every lcore has returned: flushes TX stages and frees what is still
 // parked or queued, counting it as DropReason::kShutdown. Control path.
 void drain_after_stop(LcoreContext& ctx);
 

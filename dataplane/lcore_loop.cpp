@@ -1,10 +1,14 @@
 // One loop for every lcore, whatever its role; it reads top to bottom:
-//   1. drain every inbound ring (owners), always, so no cycle of lcores can
-//      wait on each other;
+//   1. owners: offer what a full TX queue refused again; drain every inbound
+//      ring whatever the RX side is doing, so no cycle of lcores can wait on
+//      each other. Only the owner's own TX queues can hold it (a TX stage
+//      without room for a burst), and they drain into the device, not into
+//      another lcore;
 //   2. for each RX queue: retry its parking ticket; poll it only when no
-//      ticket is held; classify the burst, group it by owner keeping order,
-//      run this lcore's own share, hand the rest over;
-//   3. flush TX buffers and do housekeeping on the drain timer;
+//      ticket is held and the TX stages have room; classify the burst, group
+//      it by owner keeping order, run this lcore's own share, hand the rest
+//      over;
+//   3. flush partial TX bursts and do housekeeping on the drain timer;
 //   4. back off when nothing moved.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -280,7 +284,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   if (n == 0) return work;
   tsan_acquire_burst(pkts, n);
   // reflect sends a packet back out of m->port, which not every PMD sets
-  // (net_ring leaves it invalid: an index past the TX buffers).
+  // (net_ring leaves it invalid: an index past the TX stages).
   if (c.action == OwnerAction::kReflect)
     for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
   q.stats.rx.add(n);
