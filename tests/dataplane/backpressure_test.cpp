@@ -331,7 +331,8 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
 
 // Hysteresis: once a queue has parked, its packets go back only when the
 // owner's ring is at or below the low watermark. One receiver, one slow
-// owner, one RX queue, bursts of 8 into a 64-slot ring (high 64, low 16): a
+// owner (far slower than the receiver, even under ThreadSanitizer), one RX
+// queue, bursts of 8 into a 64-slot ring (high 64, low 16): a
 // park happens with more than 56 packets in the ring and its release waits
 // until 16 or fewer are left, so the owner takes at least 40 packets between
 // two parks. Releasing as soon as the ring has room would park about once
@@ -343,7 +344,7 @@ TEST(Backpressure, ParkedQueueResumesOnlyAtTheLowWatermark) {
       "mempool: {mbufs: 8191, cache: 32}\n"
       "lcores:\n"
       "  - {id: 1, rx: [\"wire:0\"]}\n"
-      "  - {id: 2, owner: true, cost_cycles: 6000}\n"
+      "  - {id: 2, owner: true, cost_cycles: 60000}\n"
       "rings: {size: 64, burst: 8}\n" +
       steering_yaml({2}) +
       "backpressure: {policy: park, high_watermark: 64, low_watermark: 16, park_timeout_us: 10000000}\n"
