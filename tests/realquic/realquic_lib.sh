@@ -77,6 +77,21 @@ rq_start_captures() {
     rq_wait_for "$RQ_WORK/$tag-tx1.tcpdump" "listening on" 10
 }
 
+# rq_settle_captures TAG: until no capture of TAG has grown for 0.5 s (at
+# most 10 s). What quicsteer sent last may still wait in a veth peer's
+# backlog when quicsteer exits; stopping the captures at once missed up to a
+# backlog's worth of frames (~900 once).
+rq_settle_captures() {
+  local tag=$1 before after i
+  after=$(cat "$RQ_WORK/$tag"-*.pcap 2>/dev/null | wc -c)
+  for i in $(seq 1 20); do
+    before=$after
+    sleep 0.5
+    after=$(cat "$RQ_WORK/$tag"-*.pcap 2>/dev/null | wc -c)
+    [ "$after" = "$before" ] && return 0
+  done
+}
+
 rq_stop_captures() {
   local pid
   for pid in "${RQ_CAPTURES[@]}"; do kill -INT "$pid" 2>/dev/null; done

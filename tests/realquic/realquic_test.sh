@@ -76,11 +76,14 @@ run_quicsteer() {
   done
   sleep 0.5
   rq_stop_servers
-  rq_link_stats "$tag"
   if ! rq_stop_quicsteer; then
     echo "  $tag: FAILED: quicsteer exited with an error"
     failed=1
   fi
+  # Everything quicsteer sent has reached the captures (or a counted drop)
+  # before they stop and the links' drop counters are read.
+  rq_settle_captures "$tag"
+  rq_link_stats "$tag"
   rq_stop_captures
   sed -n '/== quicsteer summary/,$p' "$RQ_WORK/$tag-quicsteer.out"
   check $CHECK counts "$RQ_WORK" "$tag" --min-migrations "$MIN_MIGRATIONS"
