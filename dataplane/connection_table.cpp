@@ -19,12 +19,6 @@ std::uint32_t slot_count_for(std::uint32_t max_connections) {
 
 }  // namespace
 
-SlotMemory heap_slot_memory() {
-  return SlotMemory{
-      [](std::size_t bytes, void*) -> void* { return std::aligned_alloc(alignof(Connection), bytes); },
-      [](void* memory, void*) { std::free(memory); }, nullptr};
-}
-
 std::size_t ConnectionTable::memory_bytes(std::uint32_t max_connections) {
   return std::size_t(slot_count_for(max_connections)) * sizeof(Connection);
 }

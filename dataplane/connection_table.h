@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "steering/quic_lb.h"  // kMaxCidLen
+#include "steering/slot_memory.h"
 
 namespace qs {
 
@@ -42,17 +43,6 @@ struct alignas(64) Connection {
   std::uint64_t bytes = 0;
 };
 static_assert(sizeof(Connection) == 128);
-
-// Where a table's slots live. allocate returns `bytes` of memory aligned to
-// 64 bytes, or nullptr; release gives it back.
-struct SlotMemory {
-  void* (*allocate)(std::size_t bytes, void* context);
-  void (*release)(void* memory, void* context);
-  void* context = nullptr;
-};
-
-// The C++ heap.
-SlotMemory heap_slot_memory();
 
 class ConnectionTable {
  public:

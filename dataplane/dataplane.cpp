@@ -88,6 +88,23 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
   }
 }
 
+std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config) {
+  // Every receiving lcore reads them, whatever its socket: the main lcore's.
+  const SlotMemory eal_memory{
+      [](std::size_t bytes, void*) { return rte_zmalloc_socket("qs_forwarding", bytes, RTE_CACHE_LINE_SIZE, int(rte_socket_id())); },
+      [](void* memory, void*) { rte_free(memory); }, nullptr};
+  try {
+    auto tables = std::make_unique<ForwardingTables>(config, eal_memory);
+    std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
+                config.max_setup_entries, (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20);
+    return tables;
+  } catch (const std::bad_alloc&) {
+    const std::size_t mb = (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20;
+    throw std::runtime_error("cannot allocate the forwarding tables (" + std::to_string(mb) +
+                             " MB): raise EAL -m / --socket-mem or lower steering.forwarding.max_entries");
+  }
+}
+
 Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
   register_steer_meta();
   check_lcores(profile_);
@@ -125,6 +142,12 @@ void Dataplane::build_lcores() {
   const auto& owners = profile_.steering.owner_lcores;
   classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
   const std::uint64_t cid_seed = rte_rand();
+  if (profile_.steering.forwarding.enabled && profile_.steering.mode == SteeringMode::kCid) {
+    forwarding_ = make_forwarding_tables(profile_.steering.forwarding);
+    classifier_->use_tables(forwarding_.get());
+  }
+  const std::uint64_t tsc_per_ms = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);
+  bool sweeper_chosen = false;
 
   unsigned producers = 0;
   for (const auto& l : profile_.lcores) {
@@ -151,6 +174,15 @@ void Dataplane::build_lcores() {
     ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
     ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
     ctx->idle_polls_before_sleep = profile_.polling.idle_polls_before_sleep;
+    ctx->tsc_per_ms = tsc_per_ms;
+    if (forwarding_ && !l.rx.empty() && !sweeper_chosen) {
+      // One lcore ages the shared tables (expire() has one caller at a time).
+      sweeper_chosen = true;
+      ctx->forwarding_sweeper = forwarding_.get();
+      const std::uint32_t buckets =
+          std::max(forwarding_->established().bucket_count(), forwarding_->setup().bucket_count());
+      ctx->forwarding_sweep = std::make_unique<SweepPacer>(buckets, ctx->idle_timeout_tsc / 4);
+    }
     for (const auto& ref : l.rx) {
       auto q = std::make_unique<RxQueueContext>();
       q->port_id = port_ids_[ref.port];
@@ -366,6 +398,11 @@ StatsSnapshot Dataplane::snapshot() const {
       qs.rx.parks = st.parks.get();
       qs.rx.parked_packets = st.parked_packets.get();
       qs.rx.parked_us = std::uint64_t(double(st.parked_cycles.get()) / tsc_per_us);
+      for (std::size_t m = 0; m < kResolveMethods; ++m) qs.rx.routed[m] = st.routed[m].get();
+      qs.rx.learned = st.learned.get();
+      qs.rx.setups = st.setups.get();
+      qs.rx.setup_evicted = st.setup_evicted.get();
+      qs.rx.table_full = st.table_full.get();
       for (std::size_t r = 0; r < kDropReasonCount; ++r) qs.rx.drops[r] = st.drops[r].get();
       qs.parked_now = st.parked_now.get() != 0;
       l.rx.add(qs.rx);
@@ -394,6 +431,14 @@ StatsSnapshot Dataplane::snapshot() const {
   }
   for (std::size_t r = 0; r < kDropReasonCount; ++r)
     s.drops_total[r] = s.rx_total.drops[r] + s.owner_total.drops[r];
+  if (forwarding_) {
+    s.forwarding.enabled = true;
+    s.forwarding.entries = forwarding_->established().size();
+    s.forwarding.slots = forwarding_->established().slot_count();
+    s.forwarding.setup_entries = forwarding_->setup().size();
+    s.forwarding.setup_slots = forwarding_->setup().slot_count();
+    for (const auto& c : lcores_) s.forwarding.expired += c->forwarding_expired.get();
+  }
   for (const auto& ri : ring_info_) {
     RingSnapshot r;
     r.from_lcore = ri.from_lcore;

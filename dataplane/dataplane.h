@@ -23,6 +23,9 @@ namespace qs {
 // An owner's connection shard in EAL memory on that lcore's NUMA socket.
 // Throws std::runtime_error naming the size and socket when EAL has no room.
 std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore);
+// The shared forwarding tables in EAL memory. Throws std::runtime_error
+// naming the size when EAL has no room.
+std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config);
 
 class Dataplane {
  public:
@@ -78,6 +81,7 @@ class Dataplane {
   mutable std::vector<MonotonicPortCounters> port_counters_;
   bool ports_open_ = false;
   std::unique_ptr<MbufClassifier> classifier_;
+  std::unique_ptr<ForwardingTables> forwarding_;  // null when steering.forwarding.enabled is false
   std::vector<std::unique_ptr<MbufRing>> rings_;
   struct RingInfo {
     unsigned from_lcore, to_lcore;

@@ -66,6 +66,13 @@ struct LcoreContext {
   // the parked queue waits for it (which could starve that queue until its
   // timeout).
   std::uint64_t parked_owners = 0;
+  // The forwarding tables' clock: TSC cycles per millisecond.
+  std::uint64_t tsc_per_ms = 1;
+  // Set on the one lcore that ages the shared forwarding tables in its
+  // housekeeping (the first receiving lcore); nullptr elsewhere.
+  ForwardingTables* forwarding_sweeper = nullptr;
+  std::unique_ptr<SweepPacer> forwarding_sweep;  // buckets of each table, per idle_timeout / 4
+  Counter forwarding_expired;
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner

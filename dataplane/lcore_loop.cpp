@@ -228,6 +228,16 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
   }
 }
 
+// Once per burst, not per packet.
+void count_routes(RxQueueStats& s, const RouteCounts& r) {
+  for (std::size_t m = 0; m < kResolveMethods; ++m)
+    if (r.by_method[m] != 0) s.routed[m].add(r.by_method[m]);
+  if (r.learn.learned) s.learned.add(r.learn.learned);
+  if (r.learn.setups) s.setups.add(r.learn.setups);
+  if (r.learn.setup_evicted) s.setup_evicted.add(r.learn.setup_evicted);
+  if (r.learn.table_full) s.table_full.add(r.learn.table_full);
+}
+
 void update_parked_owners(LcoreContext& c) {
   std::uint64_t mask = 0;
   for (const auto& q : c.rx) mask |= q->ticket.owner_mask();
@@ -291,7 +301,9 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
 
   std::uint16_t owner[kMaxBurst];
   RxClass cls[kMaxBurst];
-  c.classifier->classify(pkts, n, owner, cls);
+  RouteCounts routes;
+  c.classifier->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
+  count_routes(q.stats, routes);
 
   // Stable counting sort by owner: each owner's packets stay in arrival order.
   const unsigned owners = unsigned(c.out_rings.size());
@@ -395,6 +407,11 @@ int lcore_main(void* arg) {
         const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, c.sweep->due(since_tick));
         if (expired) c.owner_stats.connections_expired.add(expired);
         c.owner_stats.connections_live.set(c.connections->size());
+      }
+      if (c.forwarding_sweeper != nullptr) {
+        const unsigned expired = c.forwarding_sweeper->expire(std::uint32_t(now / c.tsc_per_ms),
+                                                              c.forwarding_sweep->due(since_tick));
+        if (expired) c.forwarding_expired.add(expired);
       }
     }
 

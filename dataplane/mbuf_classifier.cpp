@@ -16,7 +16,10 @@ struct MbufClassifier::Impl {
 MbufClassifier::MbufClassifier(const SteeringConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 MbufClassifier::~MbufClassifier() = default;
 
-void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls) const {
+void MbufClassifier::use_tables(ForwardingTables* tables) { impl_->classifier.use_tables(tables); }
+
+void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
+                              std::uint32_t now_ms, RouteCounts& counts) const {
   const std::uint8_t* frames[kMaxBurst] = {};
   std::uint16_t lens[kMaxBurst] = {};
   std::uint32_t frame_lens[kMaxBurst] = {};
@@ -29,10 +32,11 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     lens[i] = rte_pktmbuf_data_len(pkts[i]);
     frame_lens[i] = rte_pktmbuf_pkt_len(pkts[i]);
   }
-  impl_->classifier.classify_burst(frames, lens, n, decisions, frame_lens);
+  impl_->classifier.classify_burst(frames, lens, n, decisions, frame_lens, now_ms, &counts.learn);
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = decisions[i].packet;
     owner[i] = decisions[i].resolution.owner_index;
+    ++counts.by_method[static_cast<unsigned>(decisions[i].resolution.how)];
     switch (p.verdict) {
       case Verdict::kQuic: cls[i] = RxClass::kQuic; break;
       case Verdict::kNotQuic: cls[i] = RxClass::kNotQuic; break;

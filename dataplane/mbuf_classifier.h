@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "steering/forwarding_rules.h"
 #include "steering/owner_resolver.h"  // kNoOwner
 #include "steering/steering_config.h"
 
@@ -17,13 +18,26 @@ inline constexpr unsigned kMaxOwners = 64;
 
 enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed };
 
+// What classifying a burst counted: packets by the rule that routed them
+// (ResolveMethod), and what the forwarding tables learned.
+struct RouteCounts {
+  std::uint32_t by_method[kResolveMethods] = {};
+  LearnCounts learn;
+};
+
 class MbufClassifier {
  public:
   // Throws std::invalid_argument on a configuration steering/ rejects.
   explicit MbufClassifier(const SteeringConfig& config);
   ~MbufClassifier();
 
-  void classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls) const;
+  // Routes DCIDs QUIC-LB does not through `tables` (nullptr: none), which
+  // must outlive this classifier's use.
+  void use_tables(ForwardingTables* tables);
+
+  // now_ms ages the forwarding tables' entries; `counts` is added to.
+  void classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
+                std::uint32_t now_ms, RouteCounts& counts) const;
 
  private:
   struct Impl;

@@ -580,7 +580,7 @@ class ProfileDecoder {
 
   void decode_steering(const Field& f) {
     SteeringConfig& s = p_.steering;
-    const MapReader m(d_, f, {"mode", "quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback"});
+    const MapReader m(d_, f, {"mode", "quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback", "forwarding"});
     if (auto v = m.get("mode")) {
       s.mode = d_.choice<SteeringMode>(*v, {{"cid", SteeringMode::kCid}, {"four_tuple", SteeringMode::kFourTuple}});
     }
@@ -603,6 +603,13 @@ class ProfileDecoder {
       const MapReader fb(d_, *v, {"key", "vnodes"});
       if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
       if (auto n = fb.get("vnodes")) s.fallback_vnodes = d_.integer<unsigned>(*n, 1, 4096);
+    }
+    if (auto v = m.get("forwarding")) {
+      const MapReader fw(d_, *v, {"enabled", "max_entries", "max_setup_entries"});
+      if (auto e = fw.get("enabled")) s.forwarding.enabled = d_.boolean(*e);
+      if (auto n = fw.get("max_entries")) s.forwarding.max_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
+      if (auto n = fw.get("max_setup_entries"))
+        s.forwarding.max_setup_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
     }
   }
 
@@ -727,6 +734,8 @@ class ProfileDecoder {
       if (auto v = m->get("max_connections")) a.max_connections = d_.integer<std::uint32_t>(*v, 1, 16u << 20);
       if (auto v = m->get("idle_timeout_ms")) a.idle_timeout_ms = d_.integer<std::uint32_t>(*v, 1, 86400000);
     }
+    // The forwarding tables forget a connection when its state does.
+    p_.steering.forwarding.idle_timeout_ms = a.idle_timeout_ms;
     const std::size_t owners = p_.steering.owner_lcores.size();
     const auto check_tx_queues = [&](std::size_t port, const std::string& role) {
       const PortConfig& pc = p_.ports[port];
@@ -1007,6 +1016,11 @@ std::string dump_profile(const Profile& p) {
   out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(s.fallback_key.data(), 16);
   out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
+  out << YAML::EndMap;
+  out << YAML::Key << "forwarding" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << YAML::TrueFalseBool << s.forwarding.enabled;
+  out << YAML::Key << "max_entries" << YAML::Value << s.forwarding.max_entries;
+  out << YAML::Key << "max_setup_entries" << YAML::Value << s.forwarding.max_setup_entries;
   out << YAML::EndMap;
   out << YAML::EndMap;
 

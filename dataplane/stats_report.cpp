@@ -18,6 +18,11 @@ void ReceiveTotals::add(const ReceiveTotals& o) {
   parks += o.parks;
   parked_packets += o.parked_packets;
   parked_us += o.parked_us;
+  for (std::size_t i = 0; i < kResolveMethods; ++i) routed[i] += o.routed[i];
+  learned += o.learned;
+  setups += o.setups;
+  setup_evicted += o.setup_evicted;
+  table_full += o.table_full;
   for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
 }
 
@@ -131,6 +136,21 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
     if (l.owner_index >= 0)
       std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections, %" PRIu64 " migrations\n",
                    l.lcore, l.owner.processed, l.owner.connections, l.owner.migrations);
+  {
+    const auto& r = s.rx_total.routed;
+    const auto at = [&](ResolveMethod m) { return r[static_cast<std::size_t>(m)]; };
+    std::fprintf(out, "  routed by     quic_lb %" PRIu64 ", learned setup %" PRIu64 " / cid %" PRIu64 " / 4-tuple %" PRIu64
+                      ", hash of dcid %" PRIu64 " (unknown short-header cid %" PRIu64 "), hash of 4-tuple %" PRIu64 "\n",
+                 at(ResolveMethod::kQuicLb), at(ResolveMethod::kLearnedSetup), at(ResolveMethod::kLearnedCid),
+                 at(ResolveMethod::kLearnedTuple), at(ResolveMethod::kFallbackDcid),
+                 at(ResolveMethod::kFallbackUnknownCid), at(ResolveMethod::kFallbackTuple));
+  }
+  if (s.forwarding.enabled)
+    std::fprintf(out, "  forwarding    %" PRIu64 " of %" PRIu64 " slots in use, %" PRIu64 " setups in %" PRIu64
+                      " slots; %" PRIu64 " learned, %" PRIu64 " refused (table full), %" PRIu64 " setups evicted, %" PRIu64
+                      " expired\n",
+                 s.forwarding.entries, s.forwarding.slots, s.forwarding.setup_entries, s.forwarding.setup_slots,
+                 s.rx_total.learned, s.rx_total.table_full, s.rx_total.setup_evicted, s.forwarding.expired);
   std::fprintf(out, "  back-pressure %" PRIu64 " parks, %" PRIu64 " packets parked, %.1f ms parked in total\n",
                s.rx_total.parks, s.rx_total.parked_packets, double(s.rx_total.parked_us) / 1000.0);
   std::fprintf(out, "                %" PRIu64 " TX holds (a full TX queue stopped an owner), %.1f ms held in total\n",
@@ -170,7 +190,11 @@ void drops_json(std::ostringstream& o, const DropArray& d) {
 void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
   o << "\"rx\": " << r.rx << ", \"steered_self\": " << r.steered_self << ", \"steered_other\": " << r.steered_other
     << ", \"enqueued\": " << r.enqueued << ", \"not_quic\": " << r.not_quic << ", \"parks\": " << r.parks
-    << ", \"parked_packets\": " << r.parked_packets << ", \"parked_us\": " << r.parked_us << ", \"drops\": ";
+    << ", \"parked_packets\": " << r.parked_packets << ", \"parked_us\": " << r.parked_us << ", \"routed\": {";
+  for (std::size_t m = 0; m < kResolveMethods; ++m)
+    o << (m ? ", " : "") << quote(std::string(to_string(ResolveMethod(m)))) << ": " << r.routed[m];
+  o << "}, \"learned\": " << r.learned << ", \"setups\": " << r.setups << ", \"setup_evicted\": " << r.setup_evicted
+    << ", \"table_full\": " << r.table_full << ", \"drops\": ";
   drops_json(o, r.drops);
 }
 
@@ -223,7 +247,11 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
       << ", \"capacity\": " << r.capacity << ", \"occupancy\": " << r.occupancy << ", \"high_water\": " << r.high_water
       << ", \"full_events\": " << r.full_events << "}";
   }
-  o << "\n  ],\n  \"ports\": [";
+  o << "\n  ],\n  \"forwarding\": {\"enabled\": " << (s.forwarding.enabled ? "true" : "false")
+    << ", \"entries\": " << s.forwarding.entries << ", \"slots\": " << s.forwarding.slots
+    << ", \"setup_entries\": " << s.forwarding.setup_entries << ", \"setup_slots\": " << s.forwarding.setup_slots
+    << ", \"expired\": " << s.forwarding.expired << "}";
+  o << ",\n  \"ports\": [";
   for (std::size_t i = 0; i < s.ports.size(); ++i) {
     const auto& p = s.ports[i];
     o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id

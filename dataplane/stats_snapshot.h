@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataplane/drop_reason.h"
+#include "steering/owner_resolver.h"  // kResolveMethods
 
 namespace qs {
 
@@ -19,6 +20,8 @@ using DropArray = std::array<std::uint64_t, kDropReasonCount>;
 struct ReceiveTotals {
   std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
   std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
+  std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
+  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0;
   DropArray drops{};
   void add(const ReceiveTotals& o);
 };
@@ -64,12 +67,21 @@ struct PortSnapshot {
   std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
 };
 
+// The forwarding tables, shared by the receivers.
+struct ForwardingSnapshot {
+  bool enabled = false;
+  std::uint64_t entries = 0, slots = 0;              // established table
+  std::uint64_t setup_entries = 0, setup_slots = 0;  // setup table
+  std::uint64_t expired = 0;                         // idle entries removed, both tables
+};
+
 struct StatsSnapshot {
   double elapsed_s = 0;
   std::vector<QueueSnapshot> queues;
   std::vector<LcoreSnapshot> lcores;
   std::vector<RingSnapshot> rings;
   std::vector<PortSnapshot> ports;
+  ForwardingSnapshot forwarding;
   ReceiveTotals rx_total;
   OwnerTotals owner_total;
   DropArray drops_total{};  // receive-side and owner-side together

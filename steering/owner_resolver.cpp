@@ -20,7 +20,11 @@ std::vector<unsigned> checked_owners(const SteeringConfig& config) {
 std::string_view to_string(ResolveMethod m) {
   switch (m) {
     case ResolveMethod::kQuicLb: return "quic_lb";
+    case ResolveMethod::kLearnedSetup: return "learned_setup";
+    case ResolveMethod::kLearnedCid: return "learned_cid";
+    case ResolveMethod::kLearnedTuple: return "learned_tuple";
     case ResolveMethod::kFallbackDcid: return "fallback_dcid";
+    case ResolveMethod::kFallbackUnknownCid: return "fallback_unknown_cid";
     case ResolveMethod::kFallbackTuple: return "fallback_tuple";
     case ResolveMethod::kNone: return "none";
   }

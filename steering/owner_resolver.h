@@ -8,11 +8,15 @@
 //   1. QUIC with a DCID whose first octet selects a configured QUIC-LB config
 //      that decodes it to a server ID listed in server_routes: that route's
 //      owner (kQuicLb).
-//   2. Any other QUIC DCID (client-chosen Initial DCIDs, codepoint 0b111,
-//      unknown configs, server IDs without a route): the consistent-hash ring
-//      over the keyed SipHash-1-3 of the DCID (kFallbackDcid). Every Initial
-//      of a connection carries the same DCID and so reaches the same owner
-//      from any RX queue.
+//   2. Any other QUIC DCID (client-chosen Initial DCIDs, CIDs of servers that
+//      do not speak QUIC-LB, codepoint 0b111, unknown configs, server IDs
+//      without a route): what the forwarding tables learned
+//      (steering/forwarding_rules.h: kLearnedSetup, kLearnedCid,
+//      kLearnedTuple) when the profile has them, else the consistent-hash ring
+//      over the keyed SipHash-1-3 of the DCID (kFallbackDcid, or
+//      kFallbackUnknownCid for a short header the tables know nothing of).
+//      Every Initial of a connection carries the same DCID and so reaches the
+//      same owner from any RX queue.
 //   3. QUIC with an empty DCID, UDP that is not QUIC, and other IP traffic:
 //      the ring over the keyed hash of version, protocol, ports (zero without
 //      a UDP header) and addresses (kFallbackTuple). Non-first IP fragments
@@ -20,6 +24,10 @@
 //   4. Not IP, or malformed: no owner (kNone); the dataplane decides.
 // With SteeringMode::kFourTuple, QUIC skips 1 and 2 (a baseline: what RSS or
 // SO_REUSEPORT give).
+//
+// The keyed hashes of a DCID and of a 4-tuple (dcid_hash, tuple_hash) are
+// also the forwarding tables' keys, so a packet is hashed once whichever
+// rule routes it.
 #pragma once
 
 #include <array>
@@ -37,8 +45,22 @@
 
 namespace qs {
 
-enum class ResolveMethod : std::uint8_t { kQuicLb, kFallbackDcid, kFallbackTuple, kNone };
-std::string_view to_string(ResolveMethod m);  // quic_lb, fallback_dcid, fallback_tuple, none
+// Which rule routed a packet. Every packet is counted under one.
+enum class ResolveMethod : std::uint8_t {
+  kQuicLb,              // the DCID's server ID (QUIC-LB)
+  kLearnedSetup,        // long header: the table of (4-tuple, client SCID) of connections being set up
+  kLearnedCid,          // the table of learned DCIDs
+  kLearnedTuple,        // the table of learned 4-tuples
+  kFallbackDcid,        // the keyed hash of the DCID (a first Initial; every DCID without tables)
+  kFallbackUnknownCid,  // a short header whose DCID and 4-tuple no table knows (a migration to a new
+                        // CID, or a connection the tables had no room for): the hash of the DCID
+  kFallbackTuple,       // the keyed hash of the 4-tuple (not QUIC, or no DCID)
+  kNone,                // not routed (not IP, malformed)
+};
+inline constexpr std::size_t kResolveMethods = 8;
+// quic_lb, learned_setup, learned_cid, learned_tuple, fallback_dcid,
+// fallback_unknown_cid, fallback_tuple, none
+std::string_view to_string(ResolveMethod m);
 
 inline constexpr std::uint16_t kNoOwner = 0xffff;
 
@@ -176,14 +198,24 @@ class OwnerResolver {
     return server_ids_.find_wide(id, len, mask_a, mask_b);
   }
   std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
-    return ring_.owner_for(siphash13(key_, dcid, len));
+    return ring_.owner_for(dcid_hash(dcid, len));
   }
-  std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const;
+  std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const {
+    return ring_.owner_for(tuple_hash(frame, p));
+  }
+  // The keyed hashes the fallback ring and the forwarding tables use.
+  std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return siphash13(key_, dcid, len); }
+  std::uint64_t tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
+  // A long header's 4-tuple and SCID (the client's CID during its handshake).
+  std::uint64_t setup_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
+  std::uint16_t owner_for_hash(std::uint64_t hash) const { return ring_.owner_for(hash); }
 
+  // QUIC-LB alone: the owner of the DCID's server ID, or kNoOwner (how =
+  // kNone) when the DCID is not routable by the profile's configs.
   // `readable`: how many octets from dcid on may be read (at least len); the
   // rest of the frame after the DCID lets the server ID be loaded wide.
-  [[gnu::always_inline]] Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len,
-                          std::size_t readable = 0) const {
+  [[gnu::always_inline]] Resolution resolve_quic_lb(const std::uint8_t* dcid, std::size_t len,
+                                                    std::size_t readable = 0) const {
     const Codepoint& cp = codepoints_[quic_lb_config_id(dcid[0])];
     if (cp.kind == Codepoint::kPlaintext) {
       // The server ID is right there in the DCID: no copy, no codec call.
@@ -202,6 +234,14 @@ class OwnerResolver {
         if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
       }
     }
+    return {};
+  }
+
+  // QUIC-LB, else the hash of the DCID (no forwarding tables).
+  [[gnu::always_inline]] Resolution resolve_dcid(const std::uint8_t* dcid, std::size_t len,
+                                                 std::size_t readable = 0) const {
+    const Resolution r = resolve_quic_lb(dcid, len, readable);
+    if (r.routed()) return r;
     return {fallback_owner_for_dcid(dcid, len), ResolveMethod::kFallbackDcid};
   }
 
@@ -250,10 +290,9 @@ class OwnerResolver {
   ConsistentHashRing ring_;
 };
 
-inline std::uint16_t OwnerResolver::fallback_owner_for_tuple(const std::uint8_t* frame,
-                                                             const ParsedPacket& p) const {
-  // version, protocol, ports, addresses: 14 octets for IPv4, 38 for IPv6.
-  std::uint8_t input[38];
+namespace resolver_detail {
+// Version, protocol, ports, addresses: 14 octets for IPv4, 38 for IPv6.
+inline std::size_t tuple_octets(const std::uint8_t* frame, const ParsedPacket& p, std::uint8_t* input) {
   input[0] = p.ip_version;
   input[1] = p.ip_proto;
   input[2] = std::uint8_t(p.src_port >> 8);
@@ -263,7 +302,24 @@ inline std::uint16_t OwnerResolver::fallback_owner_for_tuple(const std::uint8_t*
   const std::size_t alen = p.addr_len();
   std::memcpy(input + 6, p.src_addr(frame), alen);
   std::memcpy(input + 6 + alen, p.dst_addr(frame), alen);
-  return ring_.owner_for(siphash13(key_, input, 6 + 2 * alen));
+  return 6 + 2 * alen;
+}
+}  // namespace resolver_detail
+
+inline std::uint64_t OwnerResolver::tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const {
+  std::uint8_t input[38];
+  return siphash13(key_, input, resolver_detail::tuple_octets(frame, p, input));
+}
+
+inline std::uint64_t OwnerResolver::setup_hash(const std::uint8_t* frame, const ParsedPacket& p) const {
+  // The 4-tuple, a marker octet no tuple input has in that place (so that
+  // with an empty SCID it still differs from tuple_hash), the SCID.
+  std::uint8_t input[38 + 2 + 255];
+  std::size_t n = resolver_detail::tuple_octets(frame, p, input);
+  input[n++] = 0xfe;
+  input[n++] = p.scid_len;
+  std::memcpy(input + n, p.scid(frame), p.scid_len);
+  return siphash13(key_, input, n + p.scid_len);
 }
 
 }  // namespace qs

@@ -4,12 +4,18 @@ namespace qs {
 
 void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
                                       const std::uint16_t* lens, unsigned n,
-                                      Decision* out, const std::uint32_t* frame_lens) const {
+                                      Decision* out, const std::uint32_t* frame_lens,
+                                      std::uint32_t now_ms, LearnCounts* counts) const {
+  LearnCounts ignored;
+  LearnCounts& learn = counts != nullptr ? *counts : ignored;
   constexpr unsigned kChunk = 64;
   for (unsigned base = 0; base < n; base += kChunk) {
     const unsigned m = n - base < kChunk ? n - base : kChunk;
     // Frames whose DCID an encrypted config must decode, per codepoint.
     unsigned pending[8] = {};
+    // Frames QUIC-LB did not route, resolved last and in arrival order: the
+    // forwarding tables learn from one packet what routes the next.
+    bool unrouted[kChunk] = {};
     std::uint8_t members[8][kChunk];
     // Parse the whole chunk first, then resolve: each loop body is short
     // enough for the CPU to overlap several frames, and the resolve loop
@@ -20,15 +26,15 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];
-      if (d.packet.verdict == Verdict::kQuic && d.packet.dcid_len > 0 &&
-          resolver_.mode() == SteeringMode::kCid) {
+      if (routes_by_dcid(d.packet)) {
         const std::uint8_t* dcid = d.packet.dcid(frame);
         if (resolver_.encrypted_codepoint(dcid[0])) {
           const unsigned cp = quic_lb_config_id(dcid[0]);
           members[cp][pending[cp]++] = std::uint8_t(i);
         } else {
-          d.resolution = resolver_.resolve_dcid(dcid, d.packet.dcid_len,
-                                                lens[base + i] - d.packet.dcid_offset);
+          d.resolution = resolver_.resolve_quic_lb(dcid, d.packet.dcid_len,
+                                                   lens[base + i] - d.packet.dcid_offset);
+          unrouted[i] = !d.resolution.routed();
         }
         continue;
       }
@@ -49,18 +55,18 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
       }
       codec.decode_many(cids, cid_lens, k, server_ids, ok);
       for (unsigned j = 0; j < k; ++j) {
-        Resolution& r = out[base + members[cp][j]].resolution;
+        const unsigned i = base + members[cp][j];
+        Resolution& r = out[i].resolution;
         const std::uint16_t owner =
             ok[j] ? resolver_.owner_for_server_id_block(server_ids[j], codec.server_id_len())
                   : kNoOwner;
-        if (owner != kNoOwner) {
-          r = {owner, ResolveMethod::kQuicLb};
-        } else {
-          r = {resolver_.fallback_owner_for_dcid(cids[j], cid_lens[j]),
-               ResolveMethod::kFallbackDcid};
-        }
+        if (owner != kNoOwner) r = {owner, ResolveMethod::kQuicLb};
+        else unrouted[members[cp][j]] = true;
       }
     }
+    for (unsigned i = 0; i < m; ++i)
+      if (unrouted[i])
+        out[base + i].resolution = resolve_unroutable(frames[base + i], out[base + i].packet, now_ms, learn);
   }
 }
 

@@ -4,11 +4,17 @@
 // QUIC-LB DCIDs of each config together so that their AES blocks overlap in
 // the pipeline (one block is latency-bound; a burst's worth is not), then
 // resolves. Its decisions equal classify() frame by frame.
+//
+// With forwarding tables (use_tables), DCIDs QUIC-LB does not route go
+// through the tables' rules (steering/forwarding_rules.h), which learn as
+// they route: the tables are shared, mutable state, and `now_ms` (a clock in
+// milliseconds, wrapping) ages their entries.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "steering/forwarding_rules.h"
 #include "steering/owner_resolver.h"
 #include "steering/packet_parser.h"
 #include "steering/steering_config.h"
@@ -31,9 +37,22 @@ class PacketClassifier {
   const ParserConfig& parser_config() const { return parser_; }
   const OwnerResolver& resolver() const { return resolver_; }
 
-  Decision classify(const std::uint8_t* frame, std::size_t len) const {
+  // Routes through `tables` from now on (nullptr: no tables). The tables
+  // must outlive their use here.
+  void use_tables(ForwardingTables* tables) { tables_ = tables; }
+  ForwardingTables* tables() const { return tables_; }
+
+  Decision classify(const std::uint8_t* frame, std::size_t len, std::uint32_t now_ms = 0,
+                    LearnCounts* counts = nullptr) const {
     Decision d;
     parse_packet(frame, len, parser_, d.packet);
+    if (tables_ != nullptr && routes_by_dcid(d.packet)) {
+      LearnCounts ignored;
+      d.resolution = resolver_.resolve_quic_lb(d.packet.dcid(frame), d.packet.dcid_len);
+      if (!d.resolution.routed())
+        d.resolution = tables_->resolve(resolver_, frame, d.packet, now_ms, counts ? *counts : ignored);
+      return d;
+    }
     d.resolution = resolver_.resolve(frame, d.packet);
     return d;
   }
@@ -42,11 +61,23 @@ class PacketClassifier {
   // given): the whole frame's length, larger for a multi-segment mbuf whose
   // first segment is frames[i] (see parse_packet).
   void classify_burst(const std::uint8_t* const* frames, const std::uint16_t* lens, unsigned n,
-                      Decision* out, const std::uint32_t* frame_lens = nullptr) const;
+                      Decision* out, const std::uint32_t* frame_lens = nullptr,
+                      std::uint32_t now_ms = 0, LearnCounts* counts = nullptr) const;
 
  private:
+  bool routes_by_dcid(const ParsedPacket& p) const {
+    return p.verdict == Verdict::kQuic && p.dcid_len > 0 && resolver_.mode() == SteeringMode::kCid;
+  }
+  // A DCID QUIC-LB did not route: the tables, else the hash.
+  Resolution resolve_unroutable(const std::uint8_t* frame, const ParsedPacket& p, std::uint32_t now_ms,
+                                LearnCounts& counts) const {
+    if (tables_ != nullptr) return tables_->resolve(resolver_, frame, p, now_ms, counts);
+    return {resolver_.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackDcid};
+  }
+
   ParserConfig parser_;
   OwnerResolver resolver_;
+  ForwardingTables* tables_ = nullptr;
 };
 
 }  // namespace qs

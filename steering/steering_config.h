@@ -37,6 +37,23 @@ struct ServerRoute {
 // SO_REUSEPORT would; a baseline that splits migrated connections.
 enum class SteeringMode : std::uint8_t { kCid, kFourTuple };
 
+// The forwarding tables (steering/forwarding_rules.h): what the load balancer
+// learns from a connection's own packets so that a server's random CIDs and a
+// NAT rebinding reach the owner of the connection's first Initial.
+struct ForwardingConfig {
+  bool enabled = true;
+  // Learned DCIDs and 4-tuples of established connections (about two per
+  // connection). When full, new connections fall back to the hash (counted);
+  // entries go only when idle.
+  std::uint32_t max_entries = 262144;
+  // (4-tuple, client SCID) of connections being set up, one per first
+  // Initial; the oldest entry of a bucket makes room for a new one, so a
+  // flood of Initials churns this table and never the established one.
+  std::uint32_t max_setup_entries = 65536;
+  // Entries idle this long go (the connection idle timeout).
+  std::uint32_t idle_timeout_ms = 30000;
+};
+
 struct SteeringConfig {
   SteeringMode mode = SteeringMode::kCid;
   std::vector<std::uint16_t> quic_ports{443};
@@ -48,6 +65,7 @@ struct SteeringConfig {
   std::vector<unsigned> owner_lcores;       // every owner, in profile order
   std::array<std::uint8_t, 16> fallback_key{};  // keys the fallback hash
   unsigned fallback_vnodes = 128;           // points per owner on the hash ring
+  ForwardingConfig forwarding;
 };
 
 }  // namespace qs

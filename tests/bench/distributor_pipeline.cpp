@@ -121,7 +121,8 @@ int distributor_main(void* arg) {
       if (n == 0) continue;
       got += n;
       c.stats.rx.add(n);
-      c.classifier->classify(pkts, n, owner, cls);
+      qs::RouteCounts routes;  // this baseline routes without forwarding tables
+      c.classifier->classify(pkts, n, owner, cls, 0, routes);
       unsigned kept = 0;
       for (unsigned i = 0; i < n; ++i) {
         if (cls[i] == qs::RxClass::kMalformed || cls[i] == qs::RxClass::kNotUdp) {

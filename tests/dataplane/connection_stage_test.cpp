@@ -92,7 +92,8 @@ class ConnectionStageTest : public ::testing::Test {
       std::memcpy(data, p.frame.data(), p.frame.size());
       std::uint16_t owner;
       RxClass cls;
-      classifier.classify(&m, 1, &owner, &cls);
+      RouteCounts routes;
+      classifier.classify(&m, 1, &owner, &cls, 0, routes);
       pkts_.push_back(m);
     }
   }

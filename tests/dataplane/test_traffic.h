@@ -15,7 +15,9 @@ namespace qs::test {
 
 // The steering section every integration profile uses: quicgen's default
 // QUIC-LB config (single-pass AES), server i+1 owned by owner_lcores[i].
-inline std::string steering_yaml(const std::vector<unsigned>& server_owner_lcores) {
+// Forwarding tables off unless asked for: prepare()'s reference decisions
+// are frame by frame, and the tables' depend on the packets before.
+inline std::string steering_yaml(const std::vector<unsigned>& server_owner_lcores, bool forwarding_tables = false) {
   std::string y =
       "steering:\n"
       "  quic_ports: [443]\n"
@@ -29,6 +31,7 @@ inline std::string steering_yaml(const std::vector<unsigned>& server_owner_lcore
     y += "    - {server_id: \"" + std::string(id) + "\", owner: " + std::to_string(server_owner_lcores[i]) + "}\n";
   }
   y += "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n";
+  if (!forwarding_tables) y += "  forwarding: {enabled: false}\n";
   return y;
 }
 
