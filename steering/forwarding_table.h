@@ -19,8 +19,9 @@
 // at most once a millisecond.
 //
 // Buckets of five slots fill one cache line; a key may live in either of two
-// buckets (the second looked at only when the first misses), which lets the
-// table fill to about 90 % before an insert finds no room. What happens then
+// buckets (inserted into the emptier, looked up in the first and then the
+// second), which lets the table fill to about 90 % before an insert finds no
+// room. What happens then
 // is the table's policy: kKeep (an established table: the insert fails and
 // the caller falls back to the hash, counted, so a flood of new flows can
 // never push out the entries of live connections before their idle timeout)
@@ -96,22 +97,33 @@ class ForwardingTable {
     const std::uint64_t fp = fingerprint(hash);
     const std::uint64_t word = fp << 16 | owner;
     Bucket* both[2] = {&buckets_[hash & mask_], &buckets_[second_bucket(hash)]};
-    for (Bucket* b : both)
-      for (unsigned i = 0; i < kSlotsPerBucket; ++i)
-        if (b->word[i].load(std::memory_order_relaxed) >> 16 == fp) return Insert::kPresent;
-    for (Bucket* b : both) {
+    // A few rounds: a compare-and-swap lost to another lcore's insert looks
+    // again (the winner may have written this very key).
+    for (int round = 0; round < 4; ++round) {
+      unsigned empty[2] = {0, 0};
+      for (unsigned b = 0; b < 2; ++b) {
+        for (unsigned i = 0; i < kSlotsPerBucket; ++i) {
+          const std::uint64_t w = both[b]->word[i].load(std::memory_order_relaxed);
+          if (w == 0) ++empty[b];
+          else if (w >> 16 == fp) return Insert::kPresent;
+        }
+      }
+      if (empty[0] + empty[1] == 0) break;
+      // The emptier of the two buckets (two choices keep the load even, so
+      // that the table fills before a bucket pair does).
+      Bucket& b = *both[empty[1] > empty[0] ? 1 : 0];
       for (unsigned i = 0; i < kSlotsPerBucket; ++i) {
         std::uint64_t expected = 0;
-        if (b->word[i].load(std::memory_order_relaxed) != 0) continue;
+        if (b.word[i].load(std::memory_order_relaxed) != 0) continue;
         // last-seen first: a reader that finds the word finds a fresh time
         // and does not see the entry as idle.
-        b->seen_ms[i].store(now_ms, std::memory_order_relaxed);
-        if (b->word[i].compare_exchange_strong(expected, word, std::memory_order_release,
-                                               std::memory_order_relaxed)) {
+        b.seen_ms[i].store(now_ms, std::memory_order_relaxed);
+        if (b.word[i].compare_exchange_strong(expected, word, std::memory_order_release,
+                                              std::memory_order_relaxed)) {
           size_.fetch_add(1, std::memory_order_relaxed);
           return Insert::kInserted;
         }
-        if (expected >> 16 == fp) return Insert::kPresent;  // another lcore just wrote it
+        break;
       }
     }
     if (policy_ == Policy::kKeep) return Insert::kFull;

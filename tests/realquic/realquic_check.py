@@ -5,7 +5,9 @@ namespaces' captures saw. Each subcommand prints what it found and exits 1
 when an assertion fails.
 
   transfers WORK TAG --ndown N --nup N --migration none|port|address|rebind --expect ok|some-fail
-  counts    WORK TAG [--min-migrations N]
+            [--server-log quicsteer|none]
+  counts    WORK TAG [--min-migrations N] [--forwarding on|off] [--routed-min METHOD=N]... [--routed-max METHOD=N]...
+  owners    WORK TAG --cid-len N --expect own|misrouted [--connections N] [--moved PHASE:N]
   cids      WORK --cid-tool PATH --cr N --sid-len N --nonce-len N [--key HEX]
   servers   WORK --unknown-cid zero|some
   classify  WORK TAG --cid-tool PATH --profile FILE
@@ -61,7 +63,45 @@ def pcap_frames(path):
     return n
 
 
-def non_udp_frames(path):
+def pcap_records(path):
+    """(seconds, frame) of each record of a classic pcap file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return
+    magic = struct.unpack("<I", data[:4])[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    frac = 1e-9 if magic in (0xA1B23C4D, 0x4D3CB2A1) else 1e-6
+    off = 24
+    while off + 16 <= len(data):
+        sec, sub, incl = struct.unpack(endian + "III", data[off:off + 12])
+        yield sec + sub * frac, data[off + 16:off + 16 + incl]
+        off += 16 + incl
+
+
+def quic_header(frame, short_cid_len):
+    """(client ip:port, long?, packet type, DCID, SCID) of an Ethernet/IPv4/UDP
+    QUIC frame (hex CIDs; SCID None for a short header), or None."""
+    if frame[12:14] != b"\x08\x00" or len(frame) < 34 or frame[23] != 17:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    udp = 14 + ihl
+    q = frame[udp + 8:]
+    if len(q) < 1:
+        return None
+    src = ".".join(str(b) for b in frame[26:30]) + ":" + str(struct.unpack("!H", frame[udp:udp + 2])[0])
+    if q[0] & 0x80:
+        if len(q) < 7:
+            return None
+        dl = q[5]
+        dcid = q[6:6 + dl]
+        if len(q) < 7 + dl:
+            return None
+        sl = q[6 + dl]
+        scid = q[7 + dl:7 + dl + sl]
+        return src, True, (q[0] >> 4) & 3, dcid.hex(), scid.hex()
+    return src, False, None, q[1:1 + short_cid_len].hex(), None
+
     """Frames of an Ethernet pcap that are not IPv4/IPv6 UDP."""
     with open(path, "rb") as f:
         data = f.read()
@@ -130,6 +170,15 @@ def cmd_transfers(a):
         print(f"  {a.tag:14} {name:7} {'ok  ' if ok else 'FAIL'} {ms / 1000:6.2f} s  exit {rc}  {detail}")
     total = len(rows)
     print(f"  {a.tag}: {ok_count}/{total} transfers complete with the right sha256")
+
+    if a.server_log == "none":  # servers that write no log (ngtcp2's): see the owners check
+        if a.expect == "ok" and ok_count != total:
+            failures.append(f"{total - ok_count} of {total} transfers failed")
+        if a.expect == "some-fail" and ok_count == total:
+            failures.append(f"all {total} transfers completed: the baseline did not fail")
+        for f in failures:
+            print(f"  {a.tag}: FAILED: {f}")
+        return 1 if failures else 0
 
     # What the servers saw of this phase's connections.
     t0, t1 = (int(x) for x in open(os.path.join(a.work, f"{a.tag}-window")).read().split())
@@ -222,9 +271,91 @@ def cmd_counts(a):
         failures.append("mbuf leak")
     if rx == 0:
         failures.append("nothing crossed quicsteer")
+    routed = total["routed"]
+    fw = stats.get("forwarding", {})
+    print(f"  {a.tag}: routed by {routed}; forwarding tables {fw}; learned {total['learned']}, "
+          f"setups {total['setups']}, setups evicted {total['setup_evicted']}, table full {total['table_full']}")
+    if a.forwarding is not None and fw.get("enabled") != (a.forwarding == "on"):
+        failures.append(f"forwarding tables enabled: {fw.get('enabled')}, want {a.forwarding}")
+    for spec in a.routed_min:
+        method, n = spec.split("=")
+        if routed[method] < int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at least {n}")
+    for spec in a.routed_max:
+        method, n = spec.split("=")
+        if routed[method] > int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at most {n}")
     print(f"  {a.tag}: quicsteer followed {total['migrations']} migrations (a known CID from a new 4-tuple)")
     if total["migrations"] < a.min_migrations:
         failures.append(f"quicsteer followed {total['migrations']} migrations, want at least {a.min_migrations}")
+    for f in failures:
+        print(f"  {a.tag}: FAILED: {f}")
+    return 1 if failures else 0
+
+
+def cmd_owners(a):
+    """Which server each QUIC packet quicsteer sent reached (the captures on
+    qsrq-v0 / qsrq-v1), for servers whose own logs do not say (ngtcp2's
+    gtlsserver): a connection is the client's SCID; its server is the one its
+    first Initial reached (the one that made it); the server's CIDs are the
+    other DCIDs the client put in long headers with that SCID; a short header
+    belongs to the connection of its DCID. A packet of a connection another
+    server made is misrouted (its server drops it: it has no such connection)."""
+    failures = []
+    packets = []  # (time, server, header)
+    for n in (0, 1):
+        for ts, frame in pcap_records(os.path.join(a.work, f"{a.tag}-tx{n}.pcap")):
+            h = quic_header(frame, a.cid_len)
+            if h:
+                packets.append((ts, n, h))
+    packets.sort(key=lambda p: p[0])
+    first = {}  # client SCID -> (time, server, client, original DCID)
+    for ts, n, (client, is_long, ptype, dcid, scid) in packets:
+        if is_long and ptype == 0 and scid not in first:
+            first[scid] = (ts, n, client, dcid)
+    cid_conn = {}
+    for ts, n, (client, is_long, ptype, dcid, scid) in packets:
+        if is_long and scid in first and dcid != first[scid][3]:
+            cid_conn[dcid] = scid
+    per = [{"connections": 0, "packets": 0, "misrouted": 0, "unknown": 0} for _ in (0, 1)]
+    tuples = {}  # client SCID -> client addresses:ports it used
+    for scid, (ts, n, client, odcid) in first.items():
+        per[n]["connections"] += 1
+    for ts, n, (client, is_long, ptype, dcid, scid) in packets:
+        per[n]["packets"] += 1
+        conn = scid if is_long else cid_conn.get(dcid)
+        if conn not in first:
+            per[n]["unknown"] += 1
+            continue
+        tuples.setdefault(conn, set()).add(client)
+        if first[conn][1] != n:
+            per[n]["misrouted"] += 1
+    for n in (0, 1):
+        p = per[n]
+        print(f"  {a.tag}: server {n} made {p['connections']} connections and received {p['packets']} QUIC packets: "
+              f"{p['misrouted']} of connections the other server made, {p['unknown']} of no connection seen")
+    misrouted = sum(p["misrouted"] for p in per)
+    unknown = sum(p["unknown"] for p in per)
+    if a.expect == "own":
+        if misrouted or unknown:
+            failures.append(f"{misrouted} packets reached the server without their connection, "
+                            f"{unknown} belong to no connection seen")
+        if any(p["connections"] == 0 for p in per):
+            failures.append("a server made no connection: the test does not exercise both owners")
+        if a.connections is not None and len(first) != a.connections:
+            failures.append(f"{len(first)} connections reached the servers, want {a.connections}")
+        for spec in a.moved:
+            phase, want = spec.rsplit(":", 1)
+            t0, t1 = (int(x) / 1e9 for x in open(os.path.join(a.work, f"{phase}-window")).read().split())
+            conns = [s for s, f in first.items() if t0 <= f[0] <= t1]
+            moved = [s for s in conns if len(tuples.get(s, ())) > 1]
+            print(f"  {a.tag}: {phase}: {len(moved)} of {len(conns)} connections reached their server "
+                  f"from more than one client address:port")
+            if len(conns) != int(want) or len(moved) != len(conns):
+                failures.append(f"{phase}: {len(moved)} of {len(conns)} connections moved, want {want} of {want}")
+    else:  # misrouted: the baseline must send some packets to the wrong server
+        if misrouted == 0:
+            failures.append("no packet reached a server without its connection: the baseline did not misroute")
     for f in failures:
         print(f"  {a.tag}: FAILED: {f}")
     return 1 if failures else 0
@@ -300,10 +431,21 @@ def main():
     t.add_argument("--nup", type=int, required=True)
     t.add_argument("--migration", choices=["none", "port", "address", "rebind"], required=True)
     t.add_argument("--expect", choices=["ok", "some-fail"], required=True)
+    t.add_argument("--server-log", choices=["quicsteer", "none"], default="quicsteer")
     c = sub.add_parser("counts")
     c.add_argument("work")
     c.add_argument("tag")
     c.add_argument("--min-migrations", type=int, default=0)
+    c.add_argument("--forwarding", choices=["on", "off"])
+    c.add_argument("--routed-min", action="append", default=[], metavar="METHOD=N")
+    c.add_argument("--routed-max", action="append", default=[], metavar="METHOD=N")
+    o = sub.add_parser("owners")
+    o.add_argument("work")
+    o.add_argument("tag")
+    o.add_argument("--cid-len", type=int, required=True)
+    o.add_argument("--expect", choices=["own", "misrouted"], required=True)
+    o.add_argument("--connections", type=int)
+    o.add_argument("--moved", action="append", default=[], metavar="PHASE:N")
     d = sub.add_parser("cids")
     d.add_argument("work")
     d.add_argument("--cid-tool", required=True)
@@ -321,7 +463,7 @@ def main():
     s.add_argument("--unknown-cid", choices=["zero", "some"], required=True)
     a = p.parse_args()
     return {"transfers": cmd_transfers, "counts": cmd_counts, "cids": cmd_cids, "servers": cmd_servers,
-            "classify": cmd_classify}[a.cmd](a)
+            "classify": cmd_classify, "owners": cmd_owners}[a.cmd](a)
 
 
 if __name__ == "__main__":

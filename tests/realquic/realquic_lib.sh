@@ -45,16 +45,46 @@ rq_start_servers() {
   done
 }
 
-rq_stop_servers() {
-  local n pid
+# rq_make_cert: a self-signed key and certificate for gtlsserver
+# ($RQ_WORK/server.key, server.crt; gtlsclient does not verify them).
+rq_make_cert() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost -days 2 \
+    -keyout "$RQ_WORK/server.key" -out "$RQ_WORK/server.crt" >"$RQ_WORK/openssl.out" 2>&1 ||
+    { cat "$RQ_WORK/openssl.out"; return 1; }
+}
+
+# rq_start_gtlsservers [gtlsserver options...]: one unmodified ngtcp2
+# gtlsserver per owner, in srv0 / srv1 on $QSRQ_VIP:$RQ_PORT, serving
+# $RQ_WORK/www (after rq_make_cert). Their CIDs are 18 random octets, which
+# QUIC-LB cannot route. Quiet: they log errors only, to
+# $RQ_WORK/gtlsserverN.out.
+rq_start_gtlsservers() {
+  local n i
   for n in 0 1; do
-    for pid in $(ip netns pids "$(qsrq_ns srv$n)" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+    ip netns exec "$(qsrq_ns srv$n)" gtlsserver -q -d "$RQ_WORK/www" "$@" "$QSRQ_VIP" "$RQ_PORT" \
+      "$RQ_WORK/server.key" "$RQ_WORK/server.crt" >"$RQ_WORK/gtlsserver$n.out" 2>&1 &
+    RQ_PIDS+=($!)
   done
+  for n in 0 1; do
+    for ((i = 0; i < 200; i++)); do
+      ip netns exec "$(qsrq_ns srv$n)" ss -u -l -n "sport = :$RQ_PORT" | grep -q "$QSRQ_VIP:$RQ_PORT" && break
+      sleep 0.05
+    done
+    [ "$i" -lt 200 ] || { echo "gtlsserver $n did not bind:"; cat "$RQ_WORK/gtlsserver$n.out"; return 1; }
+  done
+}
+
+# Ends the servers of either kind: every process in the server namespaces
+# but the captures (rq_stop_captures ends those once they have settled).
+rq_stop_servers() {
+  local n pid keep=" ${RQ_CAPTURES[*]:-} " pids=()
   for n in 0 1; do
     for pid in $(ip netns pids "$(qsrq_ns srv$n)" 2>/dev/null); do
-      timeout 5 tail --pid="$pid" -f /dev/null 2>/dev/null
+      [[ $keep == *" $pid "* ]] || pids+=("$pid")
     done
   done
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do timeout 5 tail --pid="$pid" -f /dev/null 2>/dev/null; done
 }
 
 # rq_start_captures TAG: client->quicsteer on qsrq-c (outbound) and
@@ -117,7 +147,8 @@ rq_stop_quicsteer() {
 }
 
 # rq_client TAG NAME [gtlsclient options...] PATH: one transfer, in the
-# background; its line goes to $RQ_WORK/TAG-clients.tsv when it ends:
+# background, with idle timeout $RQ_CLIENT_TIMEOUT (default 10s); its line
+# goes to $RQ_WORK/TAG-clients.tsv when it ends:
 #   NAME  exit-status  seconds
 rq_client() {
   local tag=$1 name=$2
@@ -128,7 +159,7 @@ rq_client() {
   (
     local t0 t1 rc
     t0=$(date +%s%N)
-    ip netns exec "$(qsrq_ns cli)" timeout 60 gtlsclient -q --exit-on-all-streams-close --timeout=10s \
+    ip netns exec "$(qsrq_ns cli)" timeout 60 gtlsclient -q --exit-on-all-streams-close --timeout="${RQ_CLIENT_TIMEOUT:-10s}" \
       --download="$RQ_WORK/$tag-dl/$name" "${opts[@]}" "$QSRQ_VIP" "$RQ_PORT" "https://localhost$path" \
       >"$RQ_WORK/$tag-dl/$name.log" 2>&1
     rc=$?

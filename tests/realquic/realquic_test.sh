@@ -17,6 +17,21 @@
 #      migration the transfers still complete; with migration to a new port
 #      some connections land on the other owner, whose server does not have
 #      them, and fail. That is what CID steering prevents.
+#   3. Servers that mint random CIDs (configs/realquic-random-cid.yaml): an
+#      unmodified ngtcp2 gtlsserver per owner, whose 18-octet CIDs QUIC-LB
+#      cannot route, so every packet after a connection's first Initial
+#      reaches its owner through the forwarding tables alone. 20 downloads
+#      without migration, then 10 with a NAT rebinding: every transfer must
+#      arrive with the right sha256; the captures in front of the servers
+#      must show each server only packets of the connections it made (the
+#      server of a connection's first Initial), every rebound connection
+#      reaching its server from two client ports, both servers used; no
+#      software drop, no leaked mbuf, and quicsteer must have routed packets
+#      by learned_setup and learned_cid and none by the hash of an unknown
+#      short-header CID.
+#   4. Its baseline, steering.forwarding.enabled false: 20 downloads, of
+#      which some must fail, and the captures must show packets at a server
+#      without their connection.
 #
 # usage: realquic_test.sh BUILD_DIR     (as root; exit 77 = skipped)
 set -uo pipefail
@@ -31,7 +46,7 @@ if ! qsrq_can_netns; then
   echo "SKIP: realquic needs root and network namespaces with veth pairs (uid $(id -u)): cannot make them here"
   exit 77
 fi
-for tool in gtlsclient tcpdump ethtool ss python3; do
+for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3; do
   command -v "$tool" >/dev/null || { echo "realquic: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
 done
 
@@ -56,14 +71,28 @@ qsrq_up "$RQ_PREFIX" || { echo "realquic: could not make the namespaces"; exit 1
 rq_make_files 4
 sed 's/^\(  mode: \)cid/\1four_tuple/' "$PROFILE" >"$RQ_WORK/four_tuple.yaml"
 grep -q 'mode: four_tuple' "$RQ_WORK/four_tuple.yaml" || { echo "realquic: could not make the baseline profile"; exit 1; }
+RANDOM_CID=$SRC/configs/realquic-random-cid.yaml
+sed 's/^\(    enabled: \)true/\1false/' "$RANDOM_CID" >"$RQ_WORK/no_tables.yaml"
+grep -q '^    enabled: false' "$RQ_WORK/no_tables.yaml" || { echo "realquic: could not make the no-tables profile"; exit 1; }
+rq_make_cert || { echo "realquic: could not make the servers' certificate"; exit 1; }
 
 # run_quicsteer TAG PROFILE PHASE...: servers, quicsteer and captures up, the
 # phases (NAME NDOWN NUP MIGRATION EXPECT), then everything down in the order
-# that leaves nothing in flight: servers, quicsteer, captures.
+# that leaves nothing in flight: servers, quicsteer, captures. SERVERS:
+# quicsteer (quicsteer-server, which logs what it saw) or gtls (gtlsserver
+# with the options in GTLS_OPTS, which logs nothing of use: see the owners
+# check). COUNTS_OPTS: more options of the counts check.
+SERVERS=quicsteer
+GTLS_OPTS=()
+COUNTS_OPTS=()
 run_quicsteer() {
   local tag=$1 profile=$2
   shift 2
-  rq_start_servers "$PROFILE" || return 1
+  if [ "$SERVERS" = gtls ]; then
+    rq_start_gtlsservers "${GTLS_OPTS[@]}" || return 1
+  else
+    rq_start_servers "$PROFILE" || return 1
+  fi
   rq_start_quicsteer "$profile" "$tag" || return 1
   rq_start_captures "$tag" || return 1
   local name ndown nup migration expect
@@ -72,7 +101,8 @@ run_quicsteer() {
     shift 5
     rq_log "$name: $ndown downloads and $nup uploads, migration: $migration"
     rq_transfers "$name" "$ndown" "$nup" "$migration"
-    check $CHECK transfers "$RQ_WORK" "$name" --ndown "$ndown" --nup "$nup" --migration "$migration" --expect "$expect"
+    check $CHECK transfers "$RQ_WORK" "$name" --ndown "$ndown" --nup "$nup" --migration "$migration" --expect "$expect" \
+      --server-log "$([ "$SERVERS" = gtls ] && echo none || echo quicsteer)"
   done
   sleep 0.5
   rq_stop_servers
@@ -86,7 +116,7 @@ run_quicsteer() {
   rq_link_stats "$tag"
   rq_stop_captures
   sed -n '/== quicsteer summary/,$p' "$RQ_WORK/$tag-quicsteer.out"
-  check $CHECK counts "$RQ_WORK" "$tag" --min-migrations "$MIN_MIGRATIONS"
+  check $CHECK counts "$RQ_WORK" "$tag" --min-migrations "$MIN_MIGRATIONS" "${COUNTS_OPTS[@]}"
 }
 
 rq_log "CID steering (configs/realquic.yaml)"
@@ -108,6 +138,33 @@ run_quicsteer tuple "$RQ_WORK/four_tuple.yaml" \
   tuple-plain 20 4 none ok \
   tuple-port 20 4 port some-fail || failed=1
 check $CHECK servers "$RQ_WORK" --unknown-cid some
+for f in "$RQ_WORK"/server*.jsonl "$RQ_WORK"/server*.out; do mv "$f" "$RQ_WORK/tuple-$(basename "$f")"; done
+
+rq_log "servers that mint random CIDs (gtlsserver), forwarding tables (configs/realquic-random-cid.yaml)"
+SERVERS=gtls
+MIN_MIGRATIONS=10  # the NAT rebinding phase: 10 learned CIDs from new 4-tuples
+COUNTS_OPTS=(--forwarding on --routed-min learned_setup=1 --routed-min learned_cid=1
+  --routed-max fallback_unknown_cid=0)
+run_quicsteer random "$RANDOM_CID" \
+  random-plain 20 0 none ok \
+  random-rebind 10 0 rebind ok || failed=1
+check $CHECK owners "$RQ_WORK" random --cid-len 18 --expect own --connections 30 --moved random-rebind:10
+
+# Without the tables, a connection's packets after its first Initial (to the
+# server's CID) are hashed independently of it: each connection reaches the
+# wrong server with probability 1/2, so with 20 connections the chance that
+# none does is about 2^-20 (one run in a million). Only "at least one failed"
+# is asserted, never how many. Failed clients end at their idle timeout, and
+# a server gives up a handshake whose client Finished went to the other one
+# at its handshake timeout: both short here, or the phase lasts ~16 s.
+rq_log "baseline: gtlsserver, steering.forwarding.enabled false"
+MIN_MIGRATIONS=0
+COUNTS_OPTS=(--forwarding off --routed-max learned_setup=0 --routed-max learned_cid=0)
+GTLS_OPTS=(--handshake-timeout=3s)
+RQ_CLIENT_TIMEOUT=3s
+run_quicsteer notables "$RQ_WORK/no_tables.yaml" \
+  notables-plain 20 0 none some-fail || failed=1
+check $CHECK owners "$RQ_WORK" notables --cid-len 18 --expect misrouted
 
 rq_log "$(( $(date +%s) - start )) s"
 if [ "$failed" -ne 0 ]; then

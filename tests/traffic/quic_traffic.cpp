@@ -294,7 +294,9 @@ class Generator {
       c.server_id = o.server_ids[c.server_index];
       const std::size_t server_cids = c.migration == Migration::kActive ? 2 : 1;
       for (std::size_t k = 0; k < server_cids; ++k)
-        c.server_cids.push_back(unique_cid([&] { return server_cid(crng, c.server_id); }));
+        c.server_cids.push_back(unique_cid([&] {
+          return o.random_server_cids ? client_chosen_cid(crng, codec_.cid_len()) : server_cid(crng, c.server_id);
+        }));
 
       c.l2.src = o.client_mac;
       c.l2.dst = o.server_mac;
@@ -495,7 +497,7 @@ class Generator {
     p.coalesced = d.coalesced;
     p.dcid = d.dcid;
     p.dcid_server_chosen = d.server_chosen;
-    if (d.server_chosen) p.server_id = server_id;
+    if (d.server_chosen && !options_.random_server_cids) p.server_id = server_id;
     p.post_migration = d.post_migration;
     p.version = d.version;
     p.detail = d.detail;

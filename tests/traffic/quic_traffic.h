@@ -115,7 +115,11 @@ struct TrafficOptions {
   // client packets). 8 matches a profile's default short_dcid_len, the length
   // a load balancer assumes for short headers it cannot route by QUIC-LB.
   std::uint8_t client_cid_len = 8;
-  QuicLbConfig quic_lb;  // encodes every server CID
+  QuicLbConfig quic_lb;  // encodes every server CID (unless random_server_cids)
+  // Servers that do not speak QUIC-LB: their CIDs are random octets of
+  // quic_lb.cid_len(), on codepoints no config routes (like client-chosen
+  // ones), and carry no server ID (Packet::server_id stays empty).
+  bool random_server_cids = false;
   std::vector<std::vector<std::uint8_t>> server_ids;  // each quic_lb.server_id_len octets
   // Config-rotation codepoints a load balancer would try to decode. Client-
   // chosen CIDs (initial DCIDs, client CIDs) never start with one of them, so

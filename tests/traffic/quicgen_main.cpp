@@ -49,6 +49,8 @@ standalone packets. Client traffic goes to the QUIC port from ports 49152+.
   --client-to-server-only    omit server->client packets
   --port N                   server QUIC port (443)
   --client-cid-len N         length of the clients' own CIDs, 0..20 (8)
+  --server-cids quic-lb|random  servers mint QUIC-LB CIDs (default), or random ones of the
+                             config's CID length, as servers that do not speak QUIC-LB do
 QUIC-LB configuration (default: the demo's, as in configs/demo.yaml:
   --cr 0 --sid-len 2 --nonce-len 14 --key 7175696373746565722064656d6f2121,
   servers 0001,0002; single-pass AES):
@@ -174,6 +176,9 @@ int run(int argc, char** argv) {
     } else if (name == "--port") {
       options.port = parse_uint<std::uint16_t>(name, value, 65535);
       if (options.port == 0) throw UsageError("--port: must be 1..65535");
+    } else if (name == "--server-cids") {
+      if (value != "quic-lb" && value != "random") throw UsageError("--server-cids: expected quic-lb or random");
+      options.random_server_cids = value == "random";
     } else if (name == "--client-cid-len") {
       options.client_cid_len = parse_uint<std::uint8_t>(name, value, 20);
     } else if (name == "--cr") {

@@ -1,0 +1,401 @@
+// The forwarding tables (steering/forwarding_table.h) and the rules that use
+// them (steering/forwarding_rules.h), on frames built here: a connection whose
+// server mints random CIDs, followed packet by packet.
+#include "steering/forwarding_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "steering/packet_classifier.h"
+#include "tests/traffic/frame.h"
+#include "tests/traffic/quic_wire.h"
+
+namespace qs {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+using traffic::IpAddress;
+
+// ---------------------------------------------------------------- the table
+
+TEST(ForwardingTable, FindsWhatWasInsertedAndKeepsTheFirstOwner) {
+  ForwardingTable t(1000, ForwardingTable::Policy::kKeep);
+  EXPECT_EQ(t.find(0x1234567890abcdefULL, 0), ForwardingTable::kNone);
+  EXPECT_EQ(t.insert(0x1234567890abcdefULL, 3, 0), ForwardingTable::Insert::kInserted);
+  EXPECT_EQ(t.find(0x1234567890abcdefULL, 0), 3);
+  EXPECT_EQ(t.insert(0x1234567890abcdefULL, 5, 0), ForwardingTable::Insert::kPresent);
+  EXPECT_EQ(t.find(0x1234567890abcdefULL, 0), 3) << "an entry's owner never changes";
+  EXPECT_EQ(t.size(), 1u);
+  // Another hash with the same bucket bits but another fingerprint.
+  EXPECT_EQ(t.find(0x1234567890abcdefULL ^ (1ULL << 40), 0), ForwardingTable::kNone);
+}
+
+TEST(ForwardingTable, HoldsWhatItWasSizedFor) {
+  constexpr std::uint32_t kEntries = 20000;
+  ForwardingTable t(kEntries, ForwardingTable::Policy::kKeep);
+  std::mt19937_64 rng(7);
+  std::vector<std::uint64_t> keys(kEntries);
+  for (auto& k : keys) k = rng();
+  unsigned refused = 0;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    refused += t.insert(keys[i], std::uint16_t(i % 7), 0) == ForwardingTable::Insert::kFull;
+  EXPECT_EQ(refused, 0u);
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(t.find(keys[i], 0), i % 7) << i;
+  EXPECT_EQ(t.size(), kEntries);
+}
+
+TEST(ForwardingTable, AFullKeepTableRefusesNewKeysAndKeepsTheOldOnes) {
+  ForwardingTable t(16, ForwardingTable::Policy::kKeep);
+  std::mt19937_64 rng(1);
+  std::vector<std::uint64_t> in;
+  unsigned full = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t k = rng();
+    const auto r = t.insert(k, 1, std::uint32_t(i));
+    if (r == ForwardingTable::Insert::kInserted) in.push_back(k);
+    full += r == ForwardingTable::Insert::kFull;
+    ASSERT_NE(r, ForwardingTable::Insert::kEvicted);
+  }
+  EXPECT_GT(full, 0u);
+  EXPECT_EQ(t.size(), in.size());
+  EXPECT_LE(in.size(), t.slot_count());
+  for (std::uint64_t k : in) EXPECT_EQ(t.find(k, 300), 1) << "nothing pushed out an entry";
+}
+
+TEST(ForwardingTable, AFullEvictingTableReplacesTheLeastRecentlySeen) {
+  ForwardingTable t(16, ForwardingTable::Policy::kEvictOldest);
+  // Keys whose first and second buckets are both bucket 0 (all their set
+  // bits lie in the fingerprint's low 16): five fit, the sixth evicts.
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t fp = 1; keys.size() < 6; ++fp) keys.push_back(fp << 16);
+  for (std::size_t i = 0; i < 5; ++i)
+    ASSERT_EQ(t.insert(keys[i], std::uint16_t(i), std::uint32_t(i)), ForwardingTable::Insert::kInserted) << i;
+  // Refresh every entry but the one inserted at time 2.
+  for (std::size_t i = 0; i < 5; ++i)
+    if (i != 2) t.find(keys[i], 100);
+  EXPECT_EQ(t.insert(keys[5], 5, 101), ForwardingTable::Insert::kEvicted);
+  EXPECT_EQ(t.find(keys[5], 101), 5);
+  EXPECT_EQ(t.find(keys[2], 101), ForwardingTable::kNone) << "the least recently seen went";
+  for (std::size_t i = 0; i < 5; ++i) {
+    if (i == 2) continue;
+    EXPECT_EQ(t.find(keys[i], 101), i);
+  }
+  EXPECT_EQ(t.size(), 5u);
+}
+
+TEST(ForwardingTable, ExpireRemovesOnlyEntriesIdleForLongerThanTheTimeout) {
+  ForwardingTable t(100, ForwardingTable::Policy::kKeep);
+  t.insert(0xaaaa0000ULL << 16, 1, 1000);
+  t.insert(0xbbbb0000ULL << 16 | 1, 2, 1000);
+  EXPECT_EQ(t.find(0xaaaa0000ULL << 16, 1900), 1);  // seen again at 1900
+  EXPECT_EQ(t.expire(2000, 1000, t.bucket_count()), 0u) << "idle for exactly the timeout stays";
+  EXPECT_EQ(t.expire(2001, 1000, t.bucket_count()), 1u);
+  EXPECT_EQ(t.find(0xbbbb0000ULL << 16 | 1, 2001), ForwardingTable::kNone);
+  EXPECT_EQ(t.find(0xaaaa0000ULL << 16, 2001), 1);
+  EXPECT_EQ(t.size(), 1u);
+  // The clock wraps (milliseconds in 32 bits, about 49 days).
+  ForwardingTable w(100, ForwardingTable::Policy::kKeep);
+  w.insert(42ULL << 16, 1, 0xfffffff0u);
+  EXPECT_EQ(w.expire(0x10, 1000, w.bucket_count()), 0u);
+  EXPECT_EQ(w.expire(0xfffffff0u + 1001, 1000, w.bucket_count()), 1u);
+}
+
+// Receivers insert and look up at once: each finds every key it or the
+// other inserted with the owner it was given (ThreadSanitizer checks the
+// publication).
+TEST(ForwardingTable, ConcurrentInsertersAndReadersAgree) {
+  ForwardingTable t(40000, ForwardingTable::Policy::kKeep);
+  auto worker = [&](std::uint64_t seed, std::uint16_t owner) {
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 10000; ++i) {
+      const std::uint64_t k = rng();
+      ASSERT_EQ(t.insert(k, owner, 0), ForwardingTable::Insert::kInserted);
+      ASSERT_EQ(t.find(k, 0), owner);
+    }
+  };
+  std::thread a(worker, 1, 1), b(worker, 2, 2);
+  a.join();
+  b.join();
+  std::mt19937_64 ra(1), rb(2);
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_EQ(t.find(ra(), 0), 1);
+    ASSERT_EQ(t.find(rb(), 0), 2);
+  }
+}
+
+// ---------------------------------------------------------------- the rules
+
+SteeringConfig two_owners(bool tables) {
+  SteeringConfig s;
+  s.owner_lcores = {1, 2};
+  s.short_dcid_len = 8;
+  s.fallback_key = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  s.forwarding.enabled = tables;
+  s.forwarding.max_entries = 1000;
+  s.forwarding.max_setup_entries = 1000;
+  s.forwarding.idle_timeout_ms = 30000;
+  return s;
+}
+
+struct Tuple {
+  IpAddress client = IpAddress::v4(10, 0, 0, 1);
+  std::uint16_t port = 40000;
+};
+
+const IpAddress kServer = IpAddress::v4(198, 18, 0, 1);
+
+Bytes frame_of(const Tuple& t, const Bytes& quic) {
+  return traffic::build_udp_frame(traffic::L2Header{}, t.client, t.port, kServer, 443, quic, 1, 0);
+}
+
+Bytes long_packet(const Tuple& t, traffic::LongType type, const Bytes& dcid, const Bytes& scid) {
+  traffic::LongHeader h;
+  h.type = type;
+  h.dcid = dcid;
+  h.scid = scid;
+  std::size_t pn_offset = 0;
+  Bytes q = traffic::build_long_header(h, 40, &pn_offset);
+  q.resize(q.size() + 40, 0x5a);
+  return frame_of(t, q);
+}
+
+Bytes short_packet(const Tuple& t, const Bytes& dcid) {
+  Bytes q{0x41};
+  q.insert(q.end(), dcid.begin(), dcid.end());
+  q.resize(q.size() + 30, 0xa5);
+  return frame_of(t, q);
+}
+
+Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
+  Bytes c(len);
+  for (auto& b : c) b = std::uint8_t(rng());
+  return c;
+}
+
+class Rules : public ::testing::Test {
+ protected:
+  Rules() : config_(two_owners(true)), tables_(config_.forwarding), classifier_(config_), plain_(two_owners(false)) {
+    classifier_.use_tables(&tables_);
+  }
+  Decision route(const Bytes& frame, std::uint32_t now_ms = 0) {
+    return classifier_.classify(frame.data(), frame.size(), now_ms, &counts_);
+  }
+  std::uint16_t hashed(const Bytes& cid) const {
+    return plain_.resolver().fallback_owner_for_dcid(cid.data(), cid.size());
+  }
+  // A random CID the hash sends to `owner` (or away from it).
+  Bytes cid_hashed_to(std::uint16_t owner, bool to, std::size_t len = 8) {
+    for (;;) {
+      Bytes c = cid_of(rng_, len);
+      if ((hashed(c) == owner) == to) return c;
+    }
+  }
+
+  SteeringConfig config_;
+  ForwardingTables tables_;
+  PacketClassifier classifier_;
+  PacketClassifier plain_;
+  LearnCounts counts_;
+  std::mt19937_64 rng_{11};
+};
+
+// One connection from its first Initial to 1-RTT, then a NAT rebinding, a
+// switch to another of the server's CIDs, and an active migration.
+TEST_F(Rules, AConnectionStaysWithTheOwnerOfItsFirstInitial) {
+  const Tuple t;
+  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const std::uint16_t owner = hashed(odcid);
+  // The server's CID would hash to the other owner: without tables the
+  // connection splits.
+  const Bytes server_cid = cid_hashed_to(owner, false);
+  ASSERT_NE(plain_.classify(short_packet(t, server_cid).data(), short_packet(t, server_cid).size()).resolution.owner_index,
+            owner);
+
+  Decision d = route(long_packet(t, traffic::LongType::kInitial, odcid, scid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackDcid);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+  EXPECT_EQ(counts_.setups, 1u);
+
+  d = route(long_packet(t, traffic::LongType::kZeroRtt, odcid, scid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedSetup);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+
+  for (auto type : {traffic::LongType::kInitial, traffic::LongType::kHandshake}) {
+    d = route(long_packet(t, type, server_cid, scid));
+    EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedSetup);
+    EXPECT_EQ(d.resolution.owner_index, owner);
+  }
+  EXPECT_GT(counts_.learned, 0u);
+
+  d = route(short_packet(t, server_cid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+
+  // NAT rebinding: same CID, new port.
+  Tuple rebound = t;
+  rebound.port = 50000;
+  d = route(short_packet(rebound, server_cid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+
+  // Another of the server's CIDs on a 4-tuple the tables know: the 4-tuple
+  // routes it, and the CID is learned for the next address change.
+  const Bytes second_cid = cid_hashed_to(owner, false);
+  d = route(short_packet(t, second_cid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedTuple);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+  Tuple moved = t;
+  moved.client = IpAddress::v4(10, 9, 9, 9);
+  d = route(short_packet(moved, second_cid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+  EXPECT_EQ(d.resolution.owner_index, owner);
+
+  // An active migration: a CID never seen, from a 4-tuple never seen. Only
+  // QUIC-LB could follow it; it is hashed and counted as such.
+  const Bytes third_cid = cid_hashed_to(owner, false);
+  Tuple elsewhere = t;
+  elsewhere.client = IpAddress::v4(10, 7, 7, 7);
+  d = route(short_packet(elsewhere, third_cid));
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackUnknownCid);
+  EXPECT_EQ(d.resolution.owner_index, hashed(third_cid));
+  EXPECT_EQ(counts_.table_full, 0u);
+}
+
+// Packets of the handshake in one burst, the first Initial included: the
+// burst resolves them in arrival order, so the later ones find what the
+// earlier ones taught.
+TEST_F(Rules, ABurstLearnsInArrivalOrder) {
+  const Tuple t;
+  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const std::uint16_t owner = hashed(odcid);
+  const Bytes server_cid = cid_hashed_to(owner, false);
+  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
+                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
+                                     short_packet(t, server_cid)};
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+  for (const auto& f : frames) {
+    ptrs.push_back(f.data());
+    lens.push_back(std::uint16_t(f.size()));
+  }
+  Decision out[3];
+  classifier_.classify_burst(ptrs.data(), lens.data(), 3, out, nullptr, 0, &counts_);
+  EXPECT_EQ(out[0].resolution.how, ResolveMethod::kFallbackDcid);
+  EXPECT_EQ(out[1].resolution.how, ResolveMethod::kLearnedSetup);
+  EXPECT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
+  for (const auto& d : out) EXPECT_EQ(d.resolution.owner_index, owner);
+}
+
+// A full established table refuses new entries (counted) and the packets
+// that needed them are hashed; established connections keep their routes.
+TEST(RulesFull, AFullTableFallsBackToTheHashAndKeepsWhatItHas) {
+  SteeringConfig config = two_owners(true);
+  config.forwarding.max_entries = 16;
+  ForwardingTables tables(config.forwarding);
+  PacketClassifier c(config);
+  c.use_tables(&tables);
+  std::mt19937_64 rng(5);
+  LearnCounts counts;
+  struct Conn {
+    Tuple t;
+    Bytes server_cid;
+    std::uint16_t owner;
+  };
+  std::vector<Conn> learned;
+  for (int i = 0; i < 100 && counts.table_full == 0; ++i) {
+    Tuple t;
+    t.port = std::uint16_t(20000 + i);
+    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const auto f1 = long_packet(t, traffic::LongType::kInitial, odcid, scid);
+    const std::uint16_t owner = c.classify(f1.data(), f1.size(), 0, &counts).resolution.owner_index;
+    const unsigned full_before = counts.table_full;
+    const auto f2 = long_packet(t, traffic::LongType::kHandshake, server_cid, scid);
+    const Decision d = c.classify(f2.data(), f2.size(), 0, &counts);
+    EXPECT_EQ(d.resolution.owner_index, owner) << "the setup table still routes the handshake";
+    if (counts.table_full == full_before) learned.push_back({t, server_cid, owner});
+  }
+  ASSERT_GT(counts.table_full, 0u) << "16 entries cannot hold 100 connections";
+  ASSERT_FALSE(learned.empty());
+  for (const Conn& k : learned) {
+    const auto f = short_packet(k.t, k.server_cid);
+    const Decision d = c.classify(f.data(), f.size(), 0, &counts);
+    EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+    EXPECT_EQ(d.resolution.owner_index, k.owner);
+  }
+  EXPECT_LE(tables.established().size(), tables.established().slot_count());
+}
+
+// Entries go once idle for the connection idle timeout, not before; a
+// connection that keeps sending keeps its entries.
+TEST_F(Rules, EntriesAgeWithTheIdleTimeout) {
+  const Tuple t;
+  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const std::uint16_t owner = hashed(odcid);
+  const Bytes busy_cid = cid_hashed_to(owner, false);
+  route(long_packet(t, traffic::LongType::kInitial, odcid, scid), 1000);
+  route(long_packet(t, traffic::LongType::kHandshake, busy_cid, scid), 1000);
+  Tuple quiet_tuple;
+  quiet_tuple.port = 40001;
+  const Bytes odcid2 = cid_of(rng_, 12), scid2 = cid_of(rng_, 8);
+  const Bytes quiet_cid = cid_hashed_to(hashed(odcid2), false);
+  route(long_packet(quiet_tuple, traffic::LongType::kInitial, odcid2, scid2), 1000);
+  route(long_packet(quiet_tuple, traffic::LongType::kHandshake, quiet_cid, scid2), 1000);
+
+  EXPECT_EQ(route(short_packet(t, busy_cid), 20000).resolution.how, ResolveMethod::kLearnedCid);
+  EXPECT_EQ(tables_.expire(31000, 1u << 20), 0u) << "nothing idle for 30 s yet";
+  const unsigned before = tables_.established().size();
+  // Idle now: the quiet connection's CID and 4-tuple, the busy one's
+  // 4-tuple (its short headers hit the CID), and both setups.
+  EXPECT_EQ(tables_.expire(31001, 1u << 20), 5u);
+  EXPECT_EQ(tables_.established().size(), before - 3);
+  EXPECT_EQ(route(short_packet(t, busy_cid), 31002).resolution.how, ResolveMethod::kLearnedCid);
+  Tuple rebound = quiet_tuple;
+  rebound.port = 50001;
+  EXPECT_EQ(route(short_packet(rebound, quiet_cid), 31002).resolution.how, ResolveMethod::kFallbackUnknownCid);
+}
+
+// A flood of first Initials with random DCIDs and SCIDs from random 4-tuples
+// (a spoofing attacker, or a retry storm) churns the setup table only: the
+// established connections keep their entries, and their packets are still
+// routed by one lookup of their CID.
+TEST_F(Rules, AFloodOfInitialsDoesNotEvictEstablishedConnections) {
+  struct Conn {
+    Tuple t;
+    Bytes server_cid;
+    std::uint16_t owner;
+  };
+  std::vector<Conn> established;
+  for (int i = 0; i < 200; ++i) {
+    Tuple t;
+    t.port = std::uint16_t(30000 + i);
+    const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+    const std::uint16_t owner = hashed(odcid);
+    const Bytes server_cid = cid_hashed_to(owner, false);
+    route(long_packet(t, traffic::LongType::kInitial, odcid, scid));
+    route(long_packet(t, traffic::LongType::kHandshake, server_cid, scid));
+    established.push_back({t, server_cid, owner});
+  }
+  const unsigned entries = tables_.established().size();
+  const LearnCounts before = counts_;
+  for (int i = 0; i < 50000; ++i) {
+    Tuple t;
+    t.client = IpAddress::v4(100, std::uint8_t(rng_()), std::uint8_t(rng_()), std::uint8_t(rng_()));
+    t.port = std::uint16_t(rng_());
+    route(long_packet(t, traffic::LongType::kInitial, cid_of(rng_, 8 + rng_() % 13), cid_of(rng_, rng_() % 21)));
+  }
+  EXPECT_EQ(counts_.learned, before.learned) << "single Initials teach the established table nothing";
+  EXPECT_EQ(tables_.established().size(), entries);
+  EXPECT_GT(counts_.setup_evicted, 0u) << "the flood filled the setup table";
+  for (const Conn& k : established) {
+    const Decision d = route(short_packet(k.t, k.server_cid));
+    ASSERT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+    ASSERT_EQ(d.resolution.owner_index, k.owner);
+  }
+}
+
+}  // namespace
+}  // namespace qs
