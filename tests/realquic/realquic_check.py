@@ -102,6 +102,9 @@ def quic_header(frame, short_cid_len):
         return src, True, (q[0] >> 4) & 3, dcid.hex(), scid.hex()
     return src, False, None, q[1:1 + short_cid_len].hex(), None
 
+
+def non_udp_frames(path):
+
     """Frames of an Ethernet pcap that are not IPv4/IPv6 UDP."""
     with open(path, "rb") as f:
         data = f.read()

@@ -147,7 +147,8 @@ rq_stop_quicsteer() {
 }
 
 # rq_client TAG NAME [gtlsclient options...] PATH: one transfer, in the
-# background, with idle timeout $RQ_CLIENT_TIMEOUT (default 10s); its line
+# background, with idle and handshake timeouts $RQ_CLIENT_TIMEOUT (default
+# 10s, gtlsclient's own handshake timeout); its line
 # goes to $RQ_WORK/TAG-clients.tsv when it ends:
 #   NAME  exit-status  seconds
 rq_client() {
@@ -160,6 +161,7 @@ rq_client() {
     local t0 t1 rc
     t0=$(date +%s%N)
     ip netns exec "$(qsrq_ns cli)" timeout 60 gtlsclient -q --exit-on-all-streams-close --timeout="${RQ_CLIENT_TIMEOUT:-10s}" \
+      --handshake-timeout="${RQ_CLIENT_TIMEOUT:-10s}" \
       --download="$RQ_WORK/$tag-dl/$name" "${opts[@]}" "$QSRQ_VIP" "$RQ_PORT" "https://localhost$path" \
       >"$RQ_WORK/$tag-dl/$name.log" 2>&1
     rc=$?
