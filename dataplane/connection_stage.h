@@ -14,14 +14,35 @@
 #include "dataplane/connection_table.h"
 #include "dataplane/lcore_stats.h"
 #include "dataplane/steer_meta.h"
+#include "steering/siphash.h"
 
 namespace qs {
 
+// One owner's connection state: its CIDs, and the connections they belong
+// to. A connection's entry is keyed by what ties its CIDs together:
+//   - a CID first seen in a long header (Initial, 0-RTT, Handshake): the
+//     keyed hash of the 4-tuple and the SCID, which stay the same through a
+//     client's handshake, so its original DCID and the server's CIDs it moves
+//     to are one connection;
+//   - a CID first seen in a short header: the CID itself (nothing ties it to
+//     another; after an active migration it is a connection of its own).
+// A migration is a known connection arriving from a new 4-tuple, whichever of
+// its CIDs it uses; a connection's entry stays as long as one of its CIDs is
+// in use (each refreshes it once per refresh_tsc).
+struct ConnectionShard {
+  ConnectionTable* cids = nullptr;
+  ConnectionTable* connections = nullptr;
+  std::uint64_t seed = 0;          // keys CID and connection hashes
+  std::uint64_t refresh_tsc = 1;   // a quarter of the idle timeout
+};
+
 enum class Tracked : std::uint8_t {
   kNotQuic,    // no DCID to track
-  kKnown,      // an existing connection, same 4-tuple
-  kNew,        // a connection entry was created
-  kMigrated,   // an existing connection arrived from a new 4-tuple
+  kKnown,      // a known CID, same 4-tuple
+  kNew,        // a new connection (and its first CID)
+  kNewCid,     // a new CID of a known connection
+  kMigrated,   // a known connection arrived from a new 4-tuple
+  kNewCidMigrated,  // both at once: a new CID of a known connection, from a new 4-tuple
   kUntracked,  // the shard is full
   kUntrackedLongDcid,  // a DCID longer than a table key (an unknown version's, up to 255 octets)
 };
@@ -46,37 +67,92 @@ inline const std::uint8_t* dcid_of(rte_mbuf* m, const SteerMeta& meta) {
   return rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
 }
 
+// The key of the connection a new CID belongs to (see ConnectionShard).
+inline std::uint64_t connection_key_of(const ConnectionShard& shard, rte_mbuf* m, const SteerMeta& meta,
+                                       const FourTuple& t) {
+  const SipHashKey key{shard.seed, ~shard.seed};
+  const std::uint8_t* cid = dcid_of(m, meta);
+  if (!(meta.flags & kSteerMetaLongHeader)) return siphash13(key, cid, meta.dcid_len);
+  std::uint8_t input[sizeof(FourTuple) + 1 + 255];
+  std::memcpy(input, &t, sizeof t);
+  const std::uint8_t scid_len = cid[meta.dcid_len];
+  input[sizeof t] = scid_len;
+  std::memcpy(input + sizeof t + 1, cid + meta.dcid_len + 1, scid_len);
+  return siphash13(key, input, sizeof t + 1 + scid_len);
+}
+
+inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, std::uint64_t now, bool create,
+                                   bool& created) {
+  std::uint8_t bytes[8];
+  std::memcpy(bytes, &key, 8);
+  const std::uint32_t h = ConnectionTable::hash_cid(bytes, 8, shard.seed);
+  created = false;
+  return create ? shard.connections->find_or_insert(h, bytes, 8, now, created) : shard.connections->find(h, bytes, 8);
+}
+
 // `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
 // the packet is not QUIC).
-inline Tracked track_connection(ConnectionTable& table, std::uint32_t hash, rte_mbuf* m,
-                                const SteerMeta& meta, std::uint64_t now) {
+inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m, const SteerMeta& meta,
+                                std::uint64_t now) {
   if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
   if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
-  const std::uint8_t* cid = dcid_of(m, meta);
   bool created = false;
-  Connection* conn = table.find_or_insert(hash, cid, meta.dcid_len, now, created);
-  if (conn == nullptr) return Tracked::kUntracked;
+  Connection* cid = shard.cids->find_or_insert(hash, dcid_of(m, meta), meta.dcid_len, now, created);
+  if (cid == nullptr) return Tracked::kUntracked;
   FourTuple t;
   read_four_tuple(m, meta, t);
   Tracked outcome = Tracked::kKnown;
   if (created) {
-    conn->tuple = t;
-    outcome = Tracked::kNew;
-  } else if (!(conn->tuple == t)) {
-    conn->tuple = t;
-    ++conn->migrations;
-    outcome = Tracked::kMigrated;
+    cid->tuple = t;
+    cid->connection_key = connection_key_of(shard, m, meta, t);
+    cid->connection_refreshed_tsc = now;
+    bool new_connection = false;
+    Connection* conn = find_connection(shard, cid->connection_key, now, true, new_connection);
+    if (conn == nullptr || new_connection) {
+      if (conn != nullptr) conn->tuple = t;
+      outcome = Tracked::kNew;  // (without room for the connection, the CID is counted as one)
+    } else {
+      conn->last_seen_tsc = now;
+      outcome = Tracked::kNewCid;
+      if (!(conn->tuple == t)) {
+        conn->tuple = t;
+        ++conn->migrations;
+        outcome = Tracked::kNewCidMigrated;
+      }
+    }
+  } else if (!(cid->tuple == t)) {
+    cid->tuple = t;
+    ++cid->migrations;
+    bool unused;
+    Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
+    // Another of its CIDs may have shown the connection's move already.
+    if (conn == nullptr || !(conn->tuple == t)) {
+      outcome = Tracked::kMigrated;
+      if (conn != nullptr) {
+        conn->tuple = t;
+        ++conn->migrations;
+        conn->last_seen_tsc = now;
+        cid->connection_refreshed_tsc = now;
+      }
+    }
   }
-  conn->last_seen_tsc = now;
-  ++conn->packets;
-  conn->bytes += m->pkt_len;
+  if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) {
+    cid->connection_refreshed_tsc = now;
+    bool unused;
+    if (Connection* conn = find_connection(shard, cid->connection_key, now, false, unused)) conn->last_seen_tsc = now;
+  }
+  cid->last_seen_tsc = now;
+  ++cid->packets;
+  cid->bytes += m->pkt_len;
   return outcome;
 }
 
 inline void count_tracked(OwnerStats& s, Tracked outcome) {
   switch (outcome) {
-    case Tracked::kNew: s.connections.add(); break;
+    case Tracked::kNew: s.connections.add(); s.cids.add(); break;
+    case Tracked::kNewCid: s.cids.add(); break;
     case Tracked::kMigrated: s.migrations.add(); break;
+    case Tracked::kNewCidMigrated: s.cids.add(); s.migrations.add(); break;
     case Tracked::kUntracked: s.connections_untracked.add(); break;
     case Tracked::kUntrackedLongDcid: s.connections_untracked_long_dcid.add(); break;
     case Tracked::kKnown:
@@ -96,8 +172,8 @@ inline void count_tracked(OwnerStats& s, Tracked outcome) {
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
 template <typename Act>
-inline void run_connection_burst(ConnectionTable& table, std::uint64_t cid_hash_seed, rte_mbuf* const* pkts,
-                                 unsigned n, std::uint64_t now, OwnerStats& stats, Act&& act) {
+inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, unsigned n, std::uint64_t now,
+                                 OwnerStats& stats, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   for (unsigned base = 0; base < n; base += kMaxStageBurst) {
@@ -117,15 +193,15 @@ inline void run_connection_burst(ConnectionTable& table, std::uint64_t cid_hash_
       const SteerMeta& meta = *steer_meta(b[i]);
       hash[i] = 0;
       if (!(meta.flags & kSteerMetaQuic)) continue;
-      hash[i] = ConnectionTable::hash_cid(dcid_of(b[i], meta), meta.dcid_len, cid_hash_seed);
-      table.prefetch(hash[i]);
+      hash[i] = ConnectionTable::hash_cid(dcid_of(b[i], meta), meta.dcid_len, shard.seed);
+      shard.cids->prefetch(hash[i]);
     }
     // Counted before `act`: a TX refusal inside it takes its packets back
     // out of processed (they are tx_full drops), and must find them counted.
     stats.processed.add(k);
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
-      count_tracked(stats, track_connection(table, hash[i], b[i], meta, now));
+      count_tracked(stats, track_connection(shard, hash[i], b[i], meta, now));
       act(b[i], meta);
     }
   }

@@ -35,12 +35,16 @@ struct alignas(64) Connection {
   std::uint8_t cid[kMaxCidLen];
   bool used = false;
   std::uint32_t hash = 0;
-  std::uint32_t migrations = 0;  // times the CID arrived from a new 4-tuple
+  std::uint32_t migrations = 0;  // times the connection (or CID) arrived from a new 4-tuple
   FourTuple tuple;               // the current one
   std::uint64_t first_seen_tsc = 0;
   std::uint64_t last_seen_tsc = 0;
   std::uint64_t packets = 0;
   std::uint64_t bytes = 0;
+  // A CID's entry: the key of its connection's entry (connection_stage.h),
+  // and when it last kept that entry from expiring.
+  std::uint64_t connection_key = 0;
+  std::uint64_t connection_refreshed_tsc = 0;
 };
 static_assert(sizeof(Connection) == 128);
 

@@ -157,7 +157,6 @@ void Dataplane::build_lcores() {
     const auto it = std::find(owners.begin(), owners.end(), l.id);
     ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
     ctx->classifier = classifier_.get();
-    ctx->cid_hash_seed = cid_seed;
     ctx->burst = profile_.rings.burst;
     ctx->policy = profile_.backpressure.policy;
     ctx->high_watermark = profile_.backpressure.high_watermark;
@@ -230,14 +229,17 @@ void Dataplane::build_lcores() {
   }
 
   // Owners: connection shard and a TX stage for their own queue of each TX port.
-  std::printf("owners: %zu, each with a connection table of %u entries (%zu MB of EAL memory on its socket)\n",
-              owners.size(), profile_.action.max_connections,
-              (ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
+  std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
+              owners.size(), profile_.action.max_connections, profile_.action.max_connections,
+              (2 * ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
   for (auto& c : lcores_) {
     if (c->owner_index < 0) continue;
+    c->cids = make_connection_table(profile_.action.max_connections, c->lcore_id);
     c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
-    // Expiry may run up to a quarter of the idle timeout late.
-    c->sweep = std::make_unique<SweepPacer>(c->connections->slot_count(), c->idle_timeout_tsc / 4);
+    c->shard = ConnectionShard{c->cids.get(), c->connections.get(), cid_seed, std::max<std::uint64_t>(1, c->idle_timeout_tsc / 4)};
+    // Expiry may run up to a quarter of the idle timeout late (both tables
+    // have as many slots).
+    c->sweep = std::make_unique<SweepPacer>(c->cids->slot_count(), c->idle_timeout_tsc / 4);
     c->tx_by_port.assign(RTE_MAX_ETHPORTS, nullptr);
     std::vector<std::uint16_t> tx_profile_ports;
     if (profile_.action.type == OwnerAction::kForward) {
@@ -414,6 +416,8 @@ StatsSnapshot Dataplane::snapshot() const {
       l.owner.processed = o.processed.get();
       l.owner.connections = o.connections.get();
       l.owner.connections_live = o.connections_live.get();
+      l.owner.cids = o.cids.get();
+      l.owner.cids_live = o.cids_live.get();
       l.owner.connections_expired = o.connections_expired.get();
       l.owner.connections_untracked = o.connections_untracked.get();
       l.owner.connections_untracked_long_dcid = o.connections_untracked_long_dcid.get();

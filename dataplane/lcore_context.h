@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/connection_stage.h"
 #include "dataplane/connection_table.h"
 #include "dataplane/lcore_stats.h"
 #include "dataplane/mbuf_classifier.h"
@@ -79,9 +80,10 @@ struct LcoreContext {
   // Owners that poll no RX queue sleep on this when idle, and the receivers
   // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
   Doorbell* doorbell = nullptr;
-  std::unique_ptr<ConnectionTable> connections;
-  std::unique_ptr<SweepPacer> sweep;  // one sweep of `connections` per idle_timeout / 4
-  std::uint64_t cid_hash_seed = 0;
+  std::unique_ptr<ConnectionTable> cids;         // this owner's CIDs
+  std::unique_ptr<ConnectionTable> connections;  // the connections they belong to
+  ConnectionShard shard;                         // both, for the connection stage
+  std::unique_ptr<SweepPacer> sweep;  // one sweep of each table per idle_timeout / 4
   // The TX queues this owner sends on (forward: the TX port; reflect: every
   // RX port), each its own queue (= owner index) of the port, and the same by
   // DPDK port id (nullptr where it sends nothing).

@@ -136,7 +136,7 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
 // only while every TX stage has room for the burst (tx_has_room).
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  run_connection_burst(*c.connections, c.cid_hash_seed, pkts, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
+  run_connection_burst(c.shard, pkts, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
     if (c.cost_cycles != 0) spin_cycles(c.cost_cycles);
     switch (c.action) {
       case OwnerAction::kSink:
@@ -404,9 +404,12 @@ int lcore_main(void* arg) {
       if (owner) {
         flush_tx(c, now);
         // Housekeeping off the per-packet path: a paced slice of the shard.
-        const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, c.sweep->due(since_tick));
+        const unsigned slots = c.sweep->due(since_tick);
+        c.cids->expire(now, c.idle_timeout_tsc, slots);
+        const unsigned expired = c.connections->expire(now, c.idle_timeout_tsc, slots);
         if (expired) c.owner_stats.connections_expired.add(expired);
         c.owner_stats.connections_live.set(c.connections->size());
+        c.owner_stats.cids_live.set(c.cids->size());
       }
       if (c.forwarding_sweeper != nullptr) {
         const unsigned expired = c.forwarding_sweeper->expire(std::uint32_t(now / c.tsc_per_ms),

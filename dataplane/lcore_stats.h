@@ -38,12 +38,14 @@ struct alignas(kCacheLine) RxQueueStats {
 struct alignas(kCacheLine) OwnerStats {
   Counter dequeued;             // taken from inbound rings
   Counter processed;            // went through the connection stage (ring or self), less what TX then refused (tx_full)
-  Counter connections;          // connection entries created
-  Counter connections_live;     // gauge: entries in the shard now
-  Counter connections_expired;  // idle entries removed
+  Counter connections;          // connections seen: CIDs the owner could tie together count once (connection_stage.h)
+  Counter connections_live;     // gauge: connection entries in the shard now
+  Counter connections_expired;  // idle connections removed
+  Counter cids;                 // CIDs seen (a connection has one per DCID it used)
+  Counter cids_live;            // gauge: CID entries in the shard now
   Counter connections_untracked;// packets whose connection found the shard full
   Counter connections_untracked_long_dcid;  // packets whose DCID is longer than a table key (20 octets: not v1/v2)
-  Counter migrations;           // a known CID arrived from a new 4-tuple
+  Counter migrations;           // a known connection arrived from a new 4-tuple, whichever its CID
   Counter tx;                   // packets the TX queue accepted
   Counter tx_holds;             // times a full TX queue made this owner stop taking work
   Counter tx_held_cycles;       // TSC cycles spent so

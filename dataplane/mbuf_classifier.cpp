@@ -50,7 +50,8 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     meta.dcid_len = p.dcid_len;
     meta.flags = std::uint8_t((p.ip_version == 6 ? kSteerMetaIpv6 : 0) |
                               (p.verdict == Verdict::kQuic && p.dcid_len > 0 ? kSteerMetaQuic : 0) |
-                              (p.opens_connection ? kSteerMetaOpensConnection : 0));
+                              (p.opens_connection ? kSteerMetaOpensConnection : 0) |
+                              (p.form == QuicForm::kLong ? kSteerMetaLongHeader : 0));
   }
 }
 

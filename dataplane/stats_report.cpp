@@ -31,6 +31,8 @@ void OwnerTotals::add(const OwnerTotals& o) {
   processed += o.processed;
   connections += o.connections;
   connections_live += o.connections_live;
+  cids += o.cids;
+  cids_live += o.cids_live;
   connections_expired += o.connections_expired;
   connections_untracked += o.connections_untracked;
   connections_untracked_long_dcid += o.connections_untracked_long_dcid;
@@ -128,14 +130,15 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   std::fprintf(out, "  processed     %" PRIu64 " packets by owners (%" PRIu64 " handed over on rings, %" PRIu64 " run locally)\n",
                s.owner_total.processed, s.rx_total.enqueued, s.rx_total.steered_self);
   std::fprintf(out, "  transmitted   %" PRIu64 "   sunk %" PRIu64 "\n", s.owner_total.tx, s.owner_total.sunk);
-  std::fprintf(out, "  connections   %" PRIu64 " seen, %" PRIu64 " migrations followed", s.owner_total.connections,
-               s.owner_total.migrations);
+  std::fprintf(out, "  connections   %" PRIu64 " seen (%" PRIu64 " CIDs), %" PRIu64 " migrations followed",
+               s.owner_total.connections, s.owner_total.cids, s.owner_total.migrations);
   if (busiest) std::fprintf(out, " (most on owner lcore %u: %" PRIu64 ")", busiest->lcore, busiest->owner.migrations);
   std::fprintf(out, "\n");
   for (const auto& l : s.lcores)
     if (l.owner_index >= 0)
-      std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections, %" PRIu64 " migrations\n",
-                   l.lcore, l.owner.processed, l.owner.connections, l.owner.migrations);
+      std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections (%" PRIu64 " CIDs), %" PRIu64
+                        " migrations\n",
+                   l.lcore, l.owner.processed, l.owner.connections, l.owner.cids, l.owner.migrations);
   {
     const auto& r = s.rx_total.routed;
     const auto at = [&](ResolveMethod m) { return r[static_cast<std::size_t>(m)]; };
@@ -201,6 +204,7 @@ void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
 void owner_json(std::ostringstream& o, const OwnerTotals& w) {
   o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
     << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
+    << ", \"cids\": " << w.cids << ", \"cids_live\": " << w.cids_live
     << ", \"connections_untracked\": " << w.connections_untracked
     << ", \"connections_untracked_long_dcid\": " << w.connections_untracked_long_dcid << ", \"migrations\": " << w.migrations
     << ", \"tx\": " << w.tx << ", \"tx_holds\": " << w.tx_holds << ", \"tx_held_us\": " << w.tx_held_us

@@ -29,7 +29,7 @@ struct ReceiveTotals {
 struct OwnerTotals {
   std::uint64_t dequeued = 0, processed = 0, connections = 0, connections_live = 0,
                 connections_expired = 0, connections_untracked = 0, connections_untracked_long_dcid = 0,
-                migrations = 0, tx = 0, sunk = 0;
+                migrations = 0, tx = 0, sunk = 0, cids = 0, cids_live = 0;
   std::uint64_t tx_holds = 0, tx_held_us = 0, tx_held_now = 0;  // TX back-pressure
   DropArray drops{};
   void add(const OwnerTotals& o);

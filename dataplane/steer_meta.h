@@ -21,6 +21,7 @@ struct SteerMeta {
 inline constexpr std::uint8_t kSteerMetaIpv6 = 1u << 0;
 inline constexpr std::uint8_t kSteerMetaQuic = 1u << 1;  // dcid_* are valid
 inline constexpr std::uint8_t kSteerMetaOpensConnection = 1u << 2;
+inline constexpr std::uint8_t kSteerMetaLongHeader = 1u << 3;  // an SCID follows the DCID
 
 // Registers the dynamic field (control path, idempotent); throws on failure.
 void register_steer_meta();

@@ -97,8 +97,9 @@ struct WorkerLcore {
   unsigned id = 0;  // distributor worker id = TX queue
   std::uint16_t tx_port = 0;
   rte_eth_dev_tx_buffer* tx_buffer = nullptr;
+  std::unique_ptr<qs::ConnectionTable> cids;
   std::unique_ptr<qs::ConnectionTable> connections;
-  std::uint64_t cid_hash_seed = 0;
+  qs::ConnectionShard shard;
   std::uint64_t tx_drain_tsc = 0;
   qs::OwnerStats stats;  // the owners' counters: same stage, same names
 };
@@ -158,7 +159,7 @@ int distributor_main(void* arg) {
 // The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
 // as run_connection_stage uses it with action forward and no synthetic cost).
 void connection_stage(WorkerLcore& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
-  qs::run_connection_burst(*w.connections, w.cid_hash_seed, pkts, n, now, w.stats, [&](rte_mbuf* m, const qs::SteerMeta&) {
+  qs::run_connection_burst(w.shard, pkts, n, now, w.stats, [&](rte_mbuf* m, const qs::SteerMeta&) {
     w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, std::uint16_t(w.id), w.tx_buffer, m));
   });
 }
@@ -286,8 +287,10 @@ int run(const qs::Profile& profile, const AppArgs& args) {
     w->shared = &shared;
     w->id = i;
     w->tx_port = port_ids[std::size_t(profile.action.tx_port)];
+    w->cids = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
     w->connections = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
-    w->cid_hash_seed = seed;
+    w->shard = qs::ConnectionShard{w->cids.get(), w->connections.get(), seed,
+                                   std::uint64_t(profile.action.idle_timeout_ms) * (rte_get_tsc_hz() / 4000)};
     w->tx_drain_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
     w->tx_buffer = static_cast<rte_eth_dev_tx_buffer*>(
         rte_zmalloc("dist_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile.rings.burst), RTE_CACHE_LINE_SIZE));

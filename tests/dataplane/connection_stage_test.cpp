@@ -105,11 +105,13 @@ class ConnectionStageTest : public ::testing::Test {
   // Runs every packet through the stage in bursts cycling through `sizes`;
   // checks that the action saw each packet once, in order.
   void run(ConnectionTable& table, const std::vector<unsigned>& sizes, OwnerStats& stats) {
+    ConnectionTable connections(1u << 20);
+    ConnectionShard shard{&table, &connections, 0x1234, 1ull << 40};
     std::vector<rte_mbuf*> seen;
     std::size_t next = 0;
     for (std::size_t k = 0; next < pkts_.size(); ++k) {
       const unsigned n = unsigned(std::min<std::size_t>(sizes[k % sizes.size()], pkts_.size() - next));
-      run_connection_burst(table, 0x1234, pkts_.data() + next, n, 1000 + k, stats,
+      run_connection_burst(shard, pkts_.data() + next, n, 1000 + k, stats,
                            [&](rte_mbuf* m, const SteerMeta&) { seen.push_back(m); });
       next += n;
     }
@@ -130,7 +132,7 @@ TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
     ConnectionTable table(1u << 16);
     OwnerStats s;
     run(table, sizes, s);
-    EXPECT_EQ(s.connections.get(), want.connections) << "bursts of " << sizes[0];
+    EXPECT_EQ(s.cids.get(), want.connections) << "bursts of " << sizes[0];
     EXPECT_EQ(s.migrations.get(), want.migrations) << "bursts of " << sizes[0];
     EXPECT_EQ(s.connections_untracked.get(), 0u);
     EXPECT_EQ(s.processed.get(), pkts_.size());
@@ -144,7 +146,7 @@ TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
   ConnectionTable table(100);
   OwnerStats s;
   run(table, {32}, s);
-  EXPECT_EQ(s.connections.get(), 100u);
+  EXPECT_EQ(s.cids.get(), 100u);
   EXPECT_EQ(s.migrations.get(), want.migrations);
   EXPECT_EQ(s.connections_untracked.get(), want.untracked);
 }

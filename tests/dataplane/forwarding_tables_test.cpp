@@ -143,6 +143,20 @@ TEST(ForwardingTables, ConnectionsOfServersWithRandomCidsStayOnTheOwnerOfTheirFi
               return d.packet.verdict == Verdict::kMalformed;
             })));
   EXPECT_GT(quic, 0u);
+
+  // What the owners count, from quicgen's ground truth: a connection's first
+  // DCID and the server's CID it moves to are one connection with two CIDs;
+  // a NAT rebinding is one migration; an active migration brings a CID
+  // nothing ties to its connection, so it counts as a connection of its own.
+  std::uint64_t active = 0, rebound = 0;
+  for (const auto& c : connections) {
+    active += c.migration == Migration::kActive;
+    rebound += c.migration == Migration::kNatRebinding;
+  }
+  ASSERT_GT(rebound, 0u);
+  EXPECT_EQ(s.owner_total.connections, connections.size() + active);
+  EXPECT_EQ(s.owner_total.cids, 2 * connections.size() + active);
+  EXPECT_EQ(s.owner_total.migrations, rebound);
 }
 
 // The same traffic without the tables: the client's packets to the server's
