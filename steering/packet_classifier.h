@@ -46,15 +46,21 @@ class PacketClassifier {
                     LearnCounts* counts = nullptr) const {
     Decision d;
     parse_packet(frame, len, parser_, d.packet);
-    if (tables_ != nullptr && routes_by_dcid(d.packet)) {
-      LearnCounts ignored;
-      d.resolution = resolver_.resolve_quic_lb(d.packet.dcid(frame), d.packet.dcid_len);
-      if (!d.resolution.routed())
-        d.resolution = tables_->resolve(resolver_, frame, d.packet, now_ms, counts ? *counts : ignored);
-      return d;
-    }
-    d.resolution = resolver_.resolve(frame, d.packet);
+    d.resolution = resolve(frame, d.packet, now_ms, counts);
     return d;
+  }
+
+  // The owner of a frame parse_packet already parsed (with this classifier's
+  // parser_config()), through the tables when there are some.
+  Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p, std::uint32_t now_ms = 0,
+                     LearnCounts* counts = nullptr) const {
+    if (tables_ != nullptr && routes_by_dcid(p)) {
+      LearnCounts ignored;
+      const Resolution r = resolver_.resolve_quic_lb(p.dcid(frame), p.dcid_len);
+      if (r.routed()) return r;
+      return tables_->resolve(resolver_, frame, p, now_ms, counts ? *counts : ignored);
+    }
+    return resolver_.resolve(frame, p);
   }
 
   // lens[i]: the bytes of frames[i] that can be read; frame_lens[i] (when

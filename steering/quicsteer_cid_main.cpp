@@ -2,6 +2,7 @@
 // command line. See usage() for the subcommands.
 #include <pcap/pcap.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -43,12 +44,17 @@ const char* kUsage =
     "decode  prints the server ID in lowercase hex, or 'unroutable' when the CID does not\n"
     "        belong to the config (other codepoint, too short, self-encoded length wrong).\n"
     "classify reads an Ethernet pcap and prints one CSV row per frame:\n"
-    "        frame,verdict,form,type,version,dcid,scid,owner\n"
+    "        frame,verdict,form,type,version,dcid,scid,owner,rule\n"
     "        frame counts from 1; verdict quic|not_quic|not_udp|malformed:REASON; form\n"
     "        long|short|-; type initial|0rtt|handshake|retry|vn|1rtt|-; version 0x%08x or -;\n"
     "        dcid/scid lowercase hex (empty when none); owner the lcore the profile's\n"
-    "        steering picks (QUIC-LB, else keyed consistent hash of the DCID or 4-tuple),\n"
-    "        or - when nothing routes the frame.\n"
+    "        steering picks, or - when nothing routes the frame; rule what picked it:\n"
+    "        quic_lb, learned_setup / learned_cid / learned_tuple (the forwarding tables),\n"
+    "        fallback_dcid / fallback_unknown_cid / fallback_tuple (the keyed consistent\n"
+    "        hash of the DCID or 4-tuple), or -. With steering.forwarding enabled the\n"
+    "        capture is replayed through the data path's rules in order, the tables\n"
+    "        learning from each frame and ageing by the capture's timestamps, so the\n"
+    "        owner column is what the data path would pick for that capture.\n"
     "        Frames are judged by their length on the wire: a capture with a short snaplen\n"
     "        (tcpdump -s 128) holds the headers, and a payload cut by the snaplen is not\n"
     "        malformed; classify says once on stderr that the capture was truncated. A frame\n"
@@ -244,7 +250,17 @@ int run_classify(Args& args) {
   if (cid_len) steering.short_dcid_len = std::uint8_t(*cid_len);
   const qs::ParserConfig parser(steering);
   std::optional<qs::PacketClassifier> classifier;
-  if (profile_path) classifier.emplace(steering);
+  // The data path's forwarding tables, learning from the capture as the
+  // receivers would from the wire (their entries age by capture time).
+  std::optional<qs::ForwardingTables> tables;
+  if (profile_path) {
+    classifier.emplace(steering);
+    if (steering.forwarding.enabled && steering.mode == qs::SteeringMode::kCid) {
+      tables.emplace(steering.forwarding);
+      classifier->use_tables(&*tables);
+    }
+  }
+  std::uint32_t last_sweep_ms = 0;
 
   char errbuf[PCAP_ERRBUF_SIZE] = {};
   pcap_t* pcap = pcap_open_offline(pcap_path->c_str(), errbuf);
@@ -258,7 +274,7 @@ int run_classify(Args& args) {
                              std::to_string(pcap_datalink(pcap)) +
                              " is not Ethernet");
 
-  std::cout << "frame,verdict,form,type,version,dcid,scid,owner\n";
+  std::cout << "frame,verdict,form,type,version,dcid,scid,owner,rule\n";
   pcap_pkthdr* header = nullptr;
   const u_char* data = nullptr;
   unsigned long frame = 0;
@@ -286,12 +302,12 @@ int run_classify(Args& args) {
       data = wire.data();
     }
     if (cut_headers) {
-      std::cout << frame << ",truncated_capture,-,-,-,,,-\n";
+      std::cout << frame << ",truncated_capture,-,-,-,,,-,-\n";
       continue;
     }
     std::string verdict(qs::to_string(p.verdict));
     if (p.verdict == qs::Verdict::kMalformed) verdict += ":" + std::string(qs::to_string(p.reason));
-    std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-";
+    std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-", rule = "-";
     if (p.is_quic()) {
       form = qs::to_string(p.form);
       type = qs::to_string(p.type);
@@ -304,11 +320,20 @@ int run_classify(Args& args) {
       dcid = qs::to_hex(p.dcid(data), p.dcid_len);
     }
     if (classifier) {
-      const qs::Resolution r = classifier->resolver().resolve(data, p);
-      if (r.routed()) owner = std::to_string(classifier->resolver().owner_lcore(r.owner_index));
+      const std::uint32_t now_ms =
+          std::uint32_t(std::uint64_t(header->ts.tv_sec) * 1000 + std::uint64_t(header->ts.tv_usec) / 1000);
+      if (tables && now_ms - last_sweep_ms >= 1000) {
+        tables->expire(now_ms, std::max(tables->established().bucket_count(), tables->setup().bucket_count()));
+        last_sweep_ms = now_ms;
+      }
+      const qs::Resolution r = classifier->resolve(data, p, now_ms);
+      if (r.routed()) {
+        owner = std::to_string(classifier->resolver().owner_lcore(r.owner_index));
+        rule = qs::to_string(r.how);
+      }
     }
     std::cout << frame << ',' << verdict << ',' << form << ',' << type << ',' << version << ','
-              << dcid << ',' << scid << ',' << owner << '\n';
+              << dcid << ',' << scid << ',' << owner << ',' << rule << '\n';
   }
   if (rc == PCAP_ERROR)
     throw std::runtime_error(*pcap_path + ": frame " + std::to_string(frame + 1) + ": " +

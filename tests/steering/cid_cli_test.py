@@ -3,7 +3,12 @@
 vectors, classify over a pcap of the steering fixtures (with and without a
 profile), and bad input (one line on stderr, non-zero exit, nothing on stdout).
 
-usage: cid_cli_test.py QUICSTEER_CID SOURCE_ROOT
+usage: cid_cli_test.py QUICSTEER_CID SOURCE_ROOT QUICGEN
+
+Also: a quicgen capture whose servers mint random CIDs, classified with the
+forwarding tables on, keeps every connection on the owner of its first
+Initial (what the data path does with the same rules), and with them off
+does not.
 
 The capture is written here from tests/steering/packet_fixtures.h, so the C++
 tests and this one share one table. The fallback owners are recomputed with
@@ -18,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-TOOL, ROOT = sys.argv[1], sys.argv[2]
+TOOL, ROOT, QUICGEN = sys.argv[1], sys.argv[2], sys.argv[3]
 failures = []
 
 
@@ -112,7 +117,7 @@ def classify(*args):
     rc, out, err = run("classify", *args)
     check(rc == 0 and err == "", f"classify {args}: rc {rc}, stderr {err!r}")
     lines = out.splitlines()
-    check(lines[:1] == ["frame,verdict,form,type,version,dcid,scid,owner"], f"header line {lines[:1]}")
+    check(lines[:1] == ["frame,verdict,form,type,version,dcid,scid,owner,rule"], f"header line {lines[:1]}")
     return [line.split(",") for line in lines[1:]]
 
 
@@ -172,6 +177,9 @@ steering:
     - {{server_id: "abcdef", owner: 2}}
     - {{server_id: "010203040506", owner: 7}}
   fallback: {{key: "000102030405060708090a0b0c0d0e0f", vnodes: 128}}
+  # The fixtures are independent frames, several on one 4-tuple: owners
+  # frame by frame, as this script computes them.
+  forwarding: {{enabled: false}}
 """)
 
 MASK = (1 << 64) - 1
@@ -240,9 +248,78 @@ for fx, row in zip(fixtures, rows):
     else:
         want = "-"
     check(row[7] == want, f"profile, {fx['name']}: owner {row[7]}, want {want} ({route})")
+    want_rule = "quic_lb" if route.startswith("lcore:") else route if route.startswith("fallback") else "-"
+    check(row[8] == want_rule, f"profile, {fx['name']}: rule {row[8]}, want {want_rule}")
 rows = classify("--profile", profile, "--port", "443", pcap)
 fx, _ = by_name["v1_initial_ipv4_options_port_4433"]
 check(rows[fixtures.index(fx)][1] == "not_quic", "--port overrides the profile's ports")
+
+# --- classify with the forwarding tables: servers that mint random CIDs -------
+random_pcap = os.path.join(tmp, "random-cids.pcap")
+truth_csv = os.path.join(tmp, "random-cids.csv")
+subprocess.run([QUICGEN, "--out", random_pcap, "--truth", truth_csv, "--connections", "300", "--seed", "3",
+                "--server-cids", "random", "--client-to-server-only", "--migrate", "0.1", "--nat-rebind", "0.2",
+                "--vn", "0"], check=True, capture_output=True)
+truth = [line.split(",") for line in open(truth_csv).read().splitlines()[1:]]
+tables_profile = os.path.join(tmp, "tables.yaml")
+with open(tables_profile, "w") as f:
+    f.write("""
+ports:
+  - {name: wire, device: "net_null0", rx_queues: 1, tx_queues: 0}
+lcores:
+  - {id: 1, rx: ["wire:0"]}
+  - {id: 2, owner: true}
+  - {id: 3, owner: true}
+  - {id: 4, owner: true}
+action: {type: sink}
+steering:
+  short_dcid_len: 17
+  fallback: {key: "000102030405060708090a0b0c0d0e0f"}
+""")
+no_tables_profile = os.path.join(tmp, "no-tables.yaml")
+with open(no_tables_profile, "w") as f:
+    f.write(open(tables_profile).read() + "  forwarding: {enabled: false}\n")
+
+
+def owners_by_connection(rows):
+    """connection -> (owner of its first frame, owners of its frames before any migration,
+    owners of its frames after a NAT rebinding (same CIDs))."""
+    first, before, after, seen_cids = {}, {}, {}, {}
+    for t, row in zip(truth, rows):
+        conn, post, dcid = t[2], t[10] == "1", t[7]
+        if conn == "-1":
+            continue
+        first.setdefault(conn, row[7])
+        if not post:
+            before.setdefault(conn, set()).add(row[7])
+            seen_cids.setdefault(conn, set()).add(dcid)
+        elif dcid in seen_cids.get(conn, set()):
+            after.setdefault(conn, set()).add(row[7])
+    return first, before, after
+
+
+rows = classify("--profile", tables_profile, random_pcap)
+check(len(rows) == len(truth), f"{len(rows)} rows for {len(truth)} frames")
+first, before, after = owners_by_connection(rows)
+check(len(first) == 300, f"{len(first)} connections")
+split = [c for c in first if before[c] != {first[c]} or after.get(c, {first[c]}) != {first[c]}]
+check(not split, f"with the tables, connections {split[:5]} left the owner of their first Initial")
+check(len(after) > 20, f"{len(after)} NAT-rebound connections followed")
+rules = {}
+for row in rows:
+    rules[row[8]] = rules.get(row[8], 0) + 1
+check(rules.get("learned_setup", 0) > 0 and rules.get("learned_cid", 0) > 0, f"rules used: {rules}")
+check(rules.get("quic_lb", 0) == 0, f"no CID is QUIC-LB routable here: {rules}")
+# After an active migration (new CID, new 4-tuple) nothing can follow: those
+# frames, and only those, are hashed as unknown short-header CIDs.
+active_after = sum(1 for t in truth if t[10] == "1" and t[2] != "-1" and t[3] == "c2s" and
+                   t[7] not in {u[7] for u in truth if u[2] == t[2] and u[10] == "0"})
+check(rules.get("fallback_unknown_cid", 0) == active_after,
+      f"fallback_unknown_cid {rules.get('fallback_unknown_cid', 0)}, frames after an active migration {active_after}")
+rows = classify("--profile", no_tables_profile, random_pcap)
+first, before, _ = owners_by_connection(rows)
+split = [c for c in first if before[c] != {first[c]}]
+check(len(split) > len(first) // 2, f"without the tables {len(split)} of {len(first)} connections split (want most)")
 
 # --- classify errors ----------------------------------------------------------
 expect_error(["classify", os.path.join(tmp, "missing.pcap")], 1, "missing.pcap")
@@ -274,7 +351,7 @@ for fx, full, row in zip(fixtures, full_rows, cut_rows):
         check(row == full, f"snaplen {SNAP}, {fx['name']}: {row} != {full}")
         judged_by_wire += len(bytes.fromhex(fx["hex"])) > SNAP
     else:
-        check(row[2:] == ["-", "-", "-", "", "", "-"], f"truncated_capture row {row}")
+        check(row[2:] == ["-", "-", "-", "", "", "-", "-"], f"truncated_capture row {row}")
 check(judged_by_wire >= 5, f"{judged_by_wire} cut frames judged by their wire length (want several)")
 check(any(r[1] == "truncated_capture" for r in cut_rows), "a frame cut inside its headers reads truncated_capture")
 check(not any("truncated_payload" in r[1] and "truncated_payload" not in f[1] for r, f in zip(cut_rows, full_rows)),
