@@ -88,13 +88,14 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
   }
 }
 
-std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config) {
+std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
+                                                         const std::array<std::uint8_t, 16>& key) {
   // Every receiving lcore reads them, whatever its socket: the main lcore's.
   const SlotMemory eal_memory{
       [](std::size_t bytes, void*) { return rte_zmalloc_socket("qs_forwarding", bytes, RTE_CACHE_LINE_SIZE, int(rte_socket_id())); },
       [](void* memory, void*) { rte_free(memory); }, nullptr};
   try {
-    auto tables = std::make_unique<ForwardingTables>(config, eal_memory);
+    auto tables = std::make_unique<ForwardingTables>(config, key, eal_memory);
     std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
                 config.max_setup_entries, (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20);
     return tables;
@@ -143,7 +144,7 @@ void Dataplane::build_lcores() {
   classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
   const std::uint64_t cid_seed = rte_rand();
   if (profile_.steering.forwarding.enabled && profile_.steering.mode == SteeringMode::kCid) {
-    forwarding_ = make_forwarding_tables(profile_.steering.forwarding);
+    forwarding_ = make_forwarding_tables(profile_.steering.forwarding, profile_.steering.fallback_key);
     classifier_->use_tables(forwarding_.get());
   }
   const std::uint64_t tsc_per_ms = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);

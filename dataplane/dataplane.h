@@ -25,7 +25,8 @@ namespace qs {
 std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore);
 // The shared forwarding tables in EAL memory. Throws std::runtime_error
 // naming the size when EAL has no room.
-std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config);
+std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
+                                                         const std::array<std::uint8_t, 16>& key);
 
 class Dataplane {
  public:

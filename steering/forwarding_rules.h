@@ -37,6 +37,10 @@
 #include "steering/owner_resolver.h"
 #include "steering/packet_parser.h"
 #include "steering/steering_config.h"
+#include "steering/table_hash.h"
+
+#include <array>
+#include <cstring>
 
 namespace qs {
 
@@ -52,12 +56,21 @@ struct LearnCounts {
 // replaying a capture keeps).
 class ForwardingTables {
  public:
-  // Throws std::invalid_argument on a size of 0, std::bad_alloc when memory
-  // has no room.
-  ForwardingTables(const ForwardingConfig& config, SlotMemory memory = heap_slot_memory())
+  // `key`: keys the tables' hashes (the profile's fallback key, so that the
+  // data path and quicsteer-cid classify agree). Throws
+  // std::invalid_argument on a size of 0, std::bad_alloc when memory has no
+  // room.
+  ForwardingTables(const ForwardingConfig& config, const std::array<std::uint8_t, 16>& key,
+                   SlotMemory memory = heap_slot_memory())
       : established_(config.max_entries, ForwardingTable::Policy::kKeep, memory),
         setup_(config.max_setup_entries, ForwardingTable::Policy::kEvictOldest, memory),
-        idle_ms_(config.idle_timeout_ms) {}
+        idle_ms_(config.idle_timeout_ms) {
+    const SipHashKey k = SipHashKey::from_bytes(key);
+    // Not the fallback's key itself: a table hash must tell nothing about
+    // the owner the fallback picks.
+    static constexpr std::uint8_t kLabel[] = "quicsteer forwarding tables";
+    seed_ = siphash13(k, kLabel, sizeof kLabel);
+  }
 
   static std::size_t memory_bytes(const ForwardingConfig& config) {
     return ForwardingTable::memory_bytes(config.max_entries) +
@@ -70,6 +83,25 @@ class ForwardingTables {
   const ForwardingTable& setup() const { return setup_; }
   std::uint32_t idle_timeout_ms() const { return idle_ms_; }
 
+  // The tables' keys: a DCID; a 4-tuple; a 4-tuple and a long header's SCID.
+  std::uint64_t cid_key(const std::uint8_t* frame, const ParsedPacket& p) const {
+    return table_hash(seed_, p.dcid(frame), p.dcid_len);
+  }
+  std::uint64_t tuple_key(const std::uint8_t* frame, const ParsedPacket& p) const {
+    std::uint8_t input[38];
+    return table_hash(seed_ ^ kTupleSeed, input, resolver_detail::tuple_octets(frame, p, input));
+  }
+  std::uint64_t setup_key(const std::uint8_t* frame, const ParsedPacket& p) const {
+    std::uint8_t input[38 + 1 + 255];
+    std::size_t n = resolver_detail::tuple_octets(frame, p, input);
+    input[n++] = p.scid_len;
+    std::memcpy(input + n, p.scid(frame), p.scid_len);
+    return table_hash(seed_ ^ kSetupSeed, input, n + p.scid_len);
+  }
+
+  // Starts loading what the lookup of this DCID key reads first.
+  void prefetch(std::uint64_t cid_key) const { established_.prefetch(cid_key); }
+
   // Removes idle entries of both tables, up to max_buckets of each. Returns
   // how many went. One caller at a time.
   unsigned expire(std::uint32_t now_ms, unsigned max_buckets) {
@@ -80,19 +112,23 @@ class ForwardingTables {
   // it goes (see the top of this file).
   Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
                      std::uint32_t now_ms, LearnCounts& counts) {
-    const std::uint64_t cid = r.dcid_hash(p.dcid(frame), p.dcid_len);
-    const bool long_header = p.form == QuicForm::kLong;
-    if (long_header) {
-      const std::uint64_t setup = r.setup_hash(frame, p);
+    return resolve(r, frame, p, cid_key(frame, p), now_ms, counts);
+  }
+  // The same, with the DCID's key (cid_key) already known: a burst computes
+  // its keys and prefetches their buckets first.
+  Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t cid,
+                     std::uint32_t now_ms, LearnCounts& counts) {
+    if (p.form == QuicForm::kLong) {
+      const std::uint64_t setup = setup_key(frame, p);
       const std::uint16_t owner = setup_.find(setup, now_ms);
       if (owner != ForwardingTable::kNone) {
         learn(cid, owner, now_ms, counts);
-        learn(r.tuple_hash(frame, p), owner, now_ms, counts);
+        learn(tuple_key(frame, p), owner, now_ms, counts);
         return {owner, ResolveMethod::kLearnedSetup};
       }
-      const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
+      const Resolution known = resolve_known(frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
-      const std::uint16_t hashed = r.owner_for_hash(cid);
+      const std::uint16_t hashed = r.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len);
       if (p.opens_connection) {
         switch (setup_.insert(setup, hashed, now_ms)) {
           case ForwardingTable::Insert::kInserted: ++counts.setups; break;
@@ -103,17 +139,20 @@ class ForwardingTables {
       }
       return {hashed, ResolveMethod::kFallbackDcid};
     }
-    const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
+    const Resolution known = resolve_known(frame, p, cid, now_ms, counts);
     if (known.routed()) return known;
-    return {r.owner_for_hash(cid), ResolveMethod::kFallbackUnknownCid};
+    return {r.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackUnknownCid};
   }
 
  private:
-  Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
-                           std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
+  static constexpr std::uint64_t kTupleSeed = 0x5475706c65ull;  // keys of different kinds never meet by design
+  static constexpr std::uint64_t kSetupSeed = 0x5365747570ull;
+
+  Resolution resolve_known(const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t cid,
+                           std::uint32_t now_ms, LearnCounts& counts) {
     std::uint16_t owner = established_.find(cid, now_ms);
     if (owner != ForwardingTable::kNone) return {owner, ResolveMethod::kLearnedCid};
-    owner = established_.find(r.tuple_hash(frame, p), now_ms);
+    owner = established_.find(tuple_key(frame, p), now_ms);
     if (owner != ForwardingTable::kNone) {
       learn(cid, owner, now_ms, counts);
       return {owner, ResolveMethod::kLearnedTuple};
@@ -121,8 +160,8 @@ class ForwardingTables {
     return {};
   }
 
-  void learn(std::uint64_t hash, std::uint16_t owner, std::uint32_t now_ms, LearnCounts& counts) {
-    switch (established_.insert(hash, owner, now_ms)) {
+  void learn(std::uint64_t key, std::uint16_t owner, std::uint32_t now_ms, LearnCounts& counts) {
+    switch (established_.insert(key, owner, now_ms)) {
       case ForwardingTable::Insert::kInserted: ++counts.learned; break;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;
       case ForwardingTable::Insert::kPresent:
@@ -133,6 +172,7 @@ class ForwardingTables {
   ForwardingTable established_;
   ForwardingTable setup_;
   std::uint32_t idle_ms_;
+  std::uint64_t seed_ = 0;
 };
 
 }  // namespace qs

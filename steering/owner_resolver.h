@@ -25,9 +25,6 @@
 // With SteeringMode::kFourTuple, QUIC skips 1 and 2 (a baseline: what RSS or
 // SO_REUSEPORT give).
 //
-// The keyed hashes of a DCID and of a 4-tuple (dcid_hash, tuple_hash) are
-// also the forwarding tables' keys, so a packet is hashed once whichever
-// rule routes it.
 #pragma once
 
 #include <array>
@@ -203,11 +200,9 @@ class OwnerResolver {
   std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const {
     return ring_.owner_for(tuple_hash(frame, p));
   }
-  // The keyed hashes the fallback ring and the forwarding tables use.
+  // The keyed hashes the fallback ring uses.
   std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return siphash13(key_, dcid, len); }
   std::uint64_t tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
-  // A long header's 4-tuple and SCID (the client's CID during its handshake).
-  std::uint64_t setup_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
   std::uint16_t owner_for_hash(std::uint64_t hash) const { return ring_.owner_for(hash); }
 
   // QUIC-LB alone: the owner of the DCID's server ID, or kNoOwner (how =
@@ -309,17 +304,6 @@ inline std::size_t tuple_octets(const std::uint8_t* frame, const ParsedPacket& p
 inline std::uint64_t OwnerResolver::tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const {
   std::uint8_t input[38];
   return siphash13(key_, input, resolver_detail::tuple_octets(frame, p, input));
-}
-
-inline std::uint64_t OwnerResolver::setup_hash(const std::uint8_t* frame, const ParsedPacket& p) const {
-  // The 4-tuple, a marker octet no tuple input has in that place (so that
-  // with an empty SCID it still differs from tuple_hash), the SCID.
-  std::uint8_t input[38 + 2 + 255];
-  std::size_t n = resolver_detail::tuple_octets(frame, p, input);
-  input[n++] = 0xfe;
-  input[n++] = p.scid_len;
-  std::memcpy(input + n, p.scid(frame), p.scid_len);
-  return siphash13(key_, input, n + p.scid_len);
 }
 
 }  // namespace qs

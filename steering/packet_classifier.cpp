@@ -64,9 +64,25 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
         else unrouted[members[cp][j]] = true;
       }
     }
+    if (tables_ == nullptr) {
+      for (unsigned i = 0; i < m; ++i)
+        if (unrouted[i])
+          out[base + i].resolution = resolve_unroutable(frames[base + i], out[base + i].packet, now_ms, learn);
+      continue;
+    }
+    // Hash every DCID and ask for its bucket first, so that the table's
+    // cache misses overlap instead of costing one round trip per packet.
+    std::uint64_t cid_hash[kChunk];
+    for (unsigned i = 0; i < m; ++i) {
+      if (!unrouted[i]) continue;
+      const ParsedPacket& p = out[base + i].packet;
+      cid_hash[i] = tables_->cid_key(frames[base + i], p);
+      tables_->prefetch(cid_hash[i]);
+    }
     for (unsigned i = 0; i < m; ++i)
       if (unrouted[i])
-        out[base + i].resolution = resolve_unroutable(frames[base + i], out[base + i].packet, now_ms, learn);
+        out[base + i].resolution =
+            tables_->resolve(resolver_, frames[base + i], out[base + i].packet, cid_hash[i], now_ms, learn);
   }
 }
 

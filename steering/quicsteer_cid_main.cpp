@@ -256,7 +256,7 @@ int run_classify(Args& args) {
   if (profile_path) {
     classifier.emplace(steering);
     if (steering.forwarding.enabled && steering.mode == qs::SteeringMode::kCid) {
-      tables.emplace(steering.forwarding);
+      tables.emplace(steering.forwarding, steering.fallback_key);
       classifier->use_tables(&*tables);
     }
   }

@@ -9,6 +9,10 @@
 //   four_pass         ... four-pass decode stopping after 3 passes (3 + 5)
 //   four_pass_full    ... four-pass decode needing all 4 passes (6 + 4)
 //   fallback          ... unroutable DCIDs: SipHash-1-3 + hash ring
+//   learned_hit       ... unroutable DCIDs the forwarding tables learned: the
+//                     table hash and a lookup in a table of 200 000 entries
+//   learned_miss      ... unroutable short-header DCIDs no table knows: the DCID
+//                     lookup, the 4-tuple's hash and lookup, then the hash ring
 //   single_pass_unbatched  classify() frame by frame (AES not overlapped)
 //   fixture_mix       classify_burst() over every fixture frame (all header kinds)
 //
@@ -178,9 +182,8 @@ void BM_parse(benchmark::State& state) {
   state.counters["burst"] = kBurst;
 }
 
-void run_classify_burst(benchmark::State& state, const FrameSet& set,
-                        qs::ResolveMethod expected) {
-  const qs::PacketClassifier& c = classifier();
+void run_classify_burst(benchmark::State& state, const FrameSet& set, qs::ResolveMethod expected,
+                        const qs::PacketClassifier& c = classifier()) {
   qs::Decision out[kBurst];
   c.classify_burst(set.ptrs.data(), set.lens.data(), kBurst, out);
   if (out[0].resolution.how != expected) {
@@ -214,6 +217,31 @@ void BM_fallback(benchmark::State& state) {
   run_classify_burst(state, make_frames(-1), qs::ResolveMethod::kFallbackDcid);
 }
 
+// The fixture profile with forwarding tables of the default size, filled with
+// 200 000 learned entries (the frames' DCIDs among them when `learn_frames`),
+// so that lookups run in a table far beyond the caches, as a loaded appliance's.
+void run_with_tables(benchmark::State& state, bool learn_frames, qs::ResolveMethod expected) {
+  const FrameSet set = make_frames(-1);
+  qs::SteeringConfig config = qs::test::fixture_steering_config();
+  qs::ForwardingTables tables(config.forwarding, config.fallback_key);
+  qs::PacketClassifier c(config);
+  c.use_tables(&tables);
+  std::mt19937_64 rng(99);
+  for (unsigned i = 0; i < 200000; ++i) tables.established().insert(rng(), std::uint16_t(i % 4), 0);
+  if (learn_frames) {
+    for (std::size_t i = 0; i < set.frames.size(); ++i) {
+      const qs::Decision d = c.classify(set.ptrs[i], set.lens[i]);
+      tables.established().insert(tables.cid_key(set.ptrs[i], d.packet), std::uint16_t(i % 4), 0);
+    }
+  }
+  run_classify_burst(state, set, expected, c);
+}
+
+void BM_learned_hit(benchmark::State& state) { run_with_tables(state, true, qs::ResolveMethod::kLearnedCid); }
+void BM_learned_miss(benchmark::State& state) {
+  run_with_tables(state, false, qs::ResolveMethod::kFallbackUnknownCid);
+}
+
 void BM_single_pass_unbatched(benchmark::State& state) {
   const FrameSet set = make_frames(1);
   const qs::PacketClassifier& c = classifier();
@@ -242,6 +270,8 @@ BENCHMARK(BM_single_pass);
 BENCHMARK(BM_four_pass);
 BENCHMARK(BM_four_pass_full);
 BENCHMARK(BM_fallback);
+BENCHMARK(BM_learned_hit);
+BENCHMARK(BM_learned_miss);
 BENCHMARK(BM_single_pass_unbatched);
 BENCHMARK(BM_fixture_mix);
 

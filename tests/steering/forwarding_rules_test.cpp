@@ -178,7 +178,7 @@ Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
 
 class Rules : public ::testing::Test {
  protected:
-  Rules() : config_(two_owners(true)), tables_(config_.forwarding), classifier_(config_), plain_(two_owners(false)) {
+  Rules() : config_(two_owners(true)), tables_(config_.forwarding, config_.fallback_key), classifier_(config_), plain_(two_owners(false)) {
     classifier_.use_tables(&tables_);
   }
   Decision route(const Bytes& frame, std::uint32_t now_ms = 0) {
@@ -295,7 +295,7 @@ TEST_F(Rules, ABurstLearnsInArrivalOrder) {
 TEST(RulesFull, AFullTableFallsBackToTheHashAndKeepsWhatItHas) {
   SteeringConfig config = two_owners(true);
   config.forwarding.max_entries = 16;
-  ForwardingTables tables(config.forwarding);
+  ForwardingTables tables(config.forwarding, config.fallback_key);
   PacketClassifier c(config);
   c.use_tables(&tables);
   std::mt19937_64 rng(5);
