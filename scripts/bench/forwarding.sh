@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# scripts/bench/forwarding.sh [--json FILE] [--runs N] [--seconds S]
+#
+# What the forwarding tables (steering.forwarding) cost end to end: the demo
+# profile (two lcores, each receiving one net_pcap queue and owning, into
+# net_null) with the tables on and off, in one run, on two quicgen captures:
+#   quic_lb      the demo's own traffic (servers mint QUIC-LB CIDs: the tables
+#                see only first Initials and unroutable CIDs)
+#   random_cids  the same connections from servers that mint random CIDs
+#                (quicgen --server-cids random, client to server only): with
+#                the tables every packet after a first Initial is routed by a
+#                learned DCID, without them by the hash (and connections split)
+# Runs are interleaved, N of each (default 5, S seconds each, default 3).
+# Prints the median busy TSC cycles per received packet (the lcores' own
+# accounting: TSC time of iterations that moved packets) with min..max, and
+# the ratios tables on / off, target <= 1.10 (JSON ratios.forwarding_on_vs_off_*).
+# Writes results/forwarding.json (or --json FILE). Run it on an otherwise
+# idle machine. QS_BUILD_DIR picks the build directory (./build).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${QS_BUILD_DIR:-$root/build}
+cd "$root"
+
+json=results/forwarding.json
+runs=5
+seconds=3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --json) json=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    *) echo "usage: scripts/bench.sh forwarding [--json FILE] [--runs N] [--seconds S]" >&2; exit 2 ;;
+  esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "forwarding.sh: --runs wants a whole number >= 1" >&2; exit 2; }
+[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "forwarding.sh: --seconds wants a number" >&2; exit 2; }
+
+source "$root/scripts/bench/lib/build.sh"
+build_bench forwarding.sh quicsteer quicgen
+
+work=$(mktemp -d -t qs-forwarding.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p results
+"$build/quicgen" --profile configs/demo.yaml --out "$work/quic_lb.pcap" --connections 400 --seed 1 >/dev/null
+"$build/quicgen" --profile configs/demo.yaml --out "$work/random_cids.pcap" --connections 400 --seed 1 \
+  --server-cids random --client-to-server-only >/dev/null
+for capture in quic_lb random_cids; do
+  for tables in on off; do
+    enabled=true
+    [ $tables = off ] && enabled=false
+    sed -e "s#results/demo.pcap#$work/$capture.pcap#g" \
+        -e "s#^\(    enabled: \)true#\1$enabled#" configs/demo.yaml > "$work/$capture-$tables.yaml"
+    grep -q "enabled: $enabled" "$work/$capture-$tables.yaml" ||
+      { echo "forwarding.sh: could not set steering.forwarding.enabled in the demo profile" >&2; exit 1; }
+    "$build/quicsteer" --check "$work/$capture-$tables.yaml" >/dev/null
+  done
+done
+
+eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
+cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "forwarding: CPU $cpu, $(nproc) CPUs; demo layout, lcores 1@CPU0 and 2@CPU1; $runs run(s) of ${seconds} s each"
+for r in $(seq 1 "$runs"); do
+  for capture in quic_lb random_cids; do
+    for tables in on off; do
+      "$build/quicsteer" "${eal[@]}" -- --profile "$work/$capture-$tables.yaml" --duration "$seconds" \
+        --stats-json "$work/$capture-$tables-$r.json" > "$work/$capture-$tables-$r.txt" 2>&1 ||
+        { echo "forwarding.sh: quicsteer $capture-$tables failed:" >&2; tail -20 "$work/$capture-$tables-$r.txt" >&2; exit 1; }
+    done
+  done
+done
+
+python3 - "$work" "$runs" "$cpu" "$json" <<'PY'
+import json, statistics, sys
+work, runs, cpu, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+cases = {}
+for capture in ("quic_lb", "random_cids"):
+    for tables in ("on", "off"):
+        cyc, mpps, learned = [], [], []
+        for r in range(1, runs + 1):
+            d = json.load(open(f"{work}/{capture}-{tables}-{r}.json"))
+            t = d["total"]
+            if not d["mbufs"]["ok"]:
+                sys.exit(f"forwarding.sh: {capture}-{tables} run {r} leaked mbufs")
+            cyc.append(t["busy_cycles"] / t["rx"])
+            mpps.append(t["rx"] / d["elapsed_s"] / 1e6)
+            learned.append(t["routed"]["learned_cid"] / t["rx"])
+        cases[f"{capture}_{tables}"] = {
+            "cycles_per_packet": {"median": statistics.median(cyc), "min": min(cyc), "max": max(cyc)},
+            "rx_mpps": {"median": statistics.median(mpps), "min": min(mpps), "max": max(mpps)},
+            "routed_by_learned_cid": statistics.median(learned), "runs": runs}
+ratios = {f"forwarding_on_vs_off_{c}": cases[f"{c}_on"]["cycles_per_packet"]["median"] /
+          cases[f"{c}_off"]["cycles_per_packet"]["median"] for c in ("quic_lb", "random_cids")}
+print(f"{'capture, tables':24} {'cycles/pkt':>10} {'min..max':>15} {'RX Mpps':>8} {'by learned CID':>15}")
+for name, c in cases.items():
+    k = c["cycles_per_packet"]
+    print(f"{name:24} {k['median']:10.0f} {k['min']:7.0f}..{k['max']:<7.0f} {c['rx_mpps']['median']:8.2f} "
+          f"{100 * c['routed_by_learned_cid']:14.1f}%")
+print("ratios (target <= 1.10):")
+for k, v in ratios.items():
+    print(f"  {k}: {v:.3f} {'met' if v <= 1.10 else 'NOT MET'}")
+json.dump({"cpu": cpu, "unit": "busy TSC cycles per received packet", "cases": cases, "ratios": ratios,
+           "targets": {k: "<= 1.10" for k in ratios}}, open(out, "w"), indent=2)
+print(f"wrote {out}")
+PY
