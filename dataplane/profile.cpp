@@ -1083,7 +1083,7 @@ bool parse_listen_address(const std::string& text, ListenAddress& out) {
   if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return false;
   const unsigned long number = std::stoul(port);
-  if (number < 1 || number > 65535) return false;
+  if (number > 65535) return false;
   bool ipv6 = false;
   if (host.front() == '[') {
     if (host.size() < 3 || host.back() != ']') return false;

@@ -140,7 +140,8 @@ struct ListenAddress {
   std::uint16_t port = 0;
 };
 // False unless `text` is an IPv4 dotted quad or a bracketed IPv6 address,
-// a colon and a decimal port 1..65535.
+// a colon and a decimal port 0..65535 (0: any free port, chosen when the
+// endpoint starts and printed then).
 bool parse_listen_address(const std::string& text, ListenAddress& out);
 
 class ProfileError : public std::runtime_error {

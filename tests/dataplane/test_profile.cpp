@@ -872,7 +872,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "t.yaml:5:22: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
         BadProfile{"prometheus_no_port", kBase + "telemetry: {prometheus_listen: \"127.0.0.1\"}\n",
                    "t.yaml:4:32: telemetry.prometheus_listen", "got '127.0.0.1'"},
-        BadProfile{"prometheus_port_zero", kBase + "telemetry: {prometheus_listen: \"127.0.0.1:0\"}\n",
+        BadProfile{"prometheus_port_not_a_number", kBase + "telemetry: {prometheus_listen: \"127.0.0.1:http\"}\n",
                    "t.yaml:4:32: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
         BadProfile{"prometheus_port_too_big", kBase + "telemetry: {prometheus_listen: \"127.0.0.1:65536\"}\n",
                    "t.yaml:4:32: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
@@ -896,6 +896,8 @@ TEST(Telemetry, ListenAddressesDecode) {
   EXPECT_TRUE(a.ipv6);
   EXPECT_EQ(a.host, "::1");
   EXPECT_EQ(a.port, 80);
+  ASSERT_TRUE(qs::parse_listen_address("127.0.0.1:0", a));  // any free port
+  EXPECT_EQ(a.port, 0);
   ASSERT_TRUE(qs::parse_listen_address("0.0.0.0:65535", a));
   EXPECT_FALSE(a.ipv6);
   EXPECT_EQ(a.port, 65535);
