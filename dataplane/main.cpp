@@ -258,6 +258,8 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     live->publish(steering_state(dp, live_path, {}));
     live->publish(dp.snapshot());
     qs::attach_telemetry(live);
+    if (has_arg(eal_args, "--no-telemetry"))
+      std::printf("quicsteer: EAL runs with --no-telemetry: the /quicsteer/* commands are off (SIGHUP still reloads)\n");
     std::unique_ptr<qs::PrometheusEndpoint> prometheus;
     if (!profile.telemetry.prometheus_listen.empty()) {
       qs::ListenAddress address;
