@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_random.h>
+#include <rte_rcu_qsbr.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -147,8 +148,15 @@ void Dataplane::build_lcores() {
     forwarding_ = make_forwarding_tables(profile_.steering.forwarding, profile_.steering.fallback_key);
     classifier_->use_tables(forwarding_.get());
   }
+  live_classifier_.store(classifier_.get(), std::memory_order_release);
   const std::uint64_t tsc_per_ms = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);
   bool sweeper_chosen = false;
+  // One QSBR thread per lcore (its index in the profile), for reloads.
+  const auto rcu_threads = std::uint32_t(profile_.lcores.size());
+  rcu_ = static_cast<rte_rcu_qsbr*>(
+      rte_zmalloc("quicsteer_rcu", rte_rcu_qsbr_get_memsize(rcu_threads), RTE_CACHE_LINE_SIZE));
+  if (rcu_ == nullptr || rte_rcu_qsbr_init(rcu_, rcu_threads) != 0)
+    throw std::runtime_error("cannot set up RCU for steering reloads: " + std::string(rte_strerror(rte_errno)));
 
   unsigned producers = 0;
   for (const auto& l : profile_.lcores) {
@@ -157,7 +165,10 @@ void Dataplane::build_lcores() {
     ctx->state = &state_;
     const auto it = std::find(owners.begin(), owners.end(), l.id);
     ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
-    ctx->classifier = classifier_.get();
+    ctx->classifier = &live_classifier_;
+    ctx->rcu = rcu_;
+    ctx->rcu_thread = unsigned(lcores_.size());
+    rte_rcu_qsbr_thread_register(rcu_, ctx->rcu_thread);
     ctx->burst = profile_.rings.burst;
     ctx->policy = profile_.backpressure.policy;
     ctx->high_watermark = profile_.backpressure.high_watermark;
@@ -269,6 +280,53 @@ void Dataplane::release() {
   close_ports_and_count_leaks();
   if (pool_ != nullptr) rte_mempool_free(pool_);
   pool_ = nullptr;
+  rte_free(rcu_);
+  rcu_ = nullptr;
+}
+
+Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
+  SteeringReload r;
+  r.generation = generation_;
+  if (auto refusal = reload_refusal(profile_, next)) {
+    r.message = *refusal;
+    return r;
+  }
+  std::unique_ptr<MbufClassifier> fresh;
+  try {
+    fresh = std::make_unique<MbufClassifier>(next.steering);
+  } catch (const std::exception& e) {
+    r.message = std::string("steering: ") + e.what();
+    return r;
+  }
+  // The forwarding tables carry over: what they learned names owners by
+  // index, which no reload can change, and their keys do not depend on the
+  // configuration (a new fallback key leaves learned connections where they
+  // are).
+  fresh->use_tables(forwarding_.get());
+  live_classifier_.store(fresh.get(), std::memory_order_release);
+  // Every lcore reports a quiescent state after this token (or is offline):
+  // none holds the old classifier any more. Lcores pass one every iteration,
+  // so this waits for microseconds; a stopped data path is all offline.
+  const std::uint64_t token = rte_rcu_qsbr_start(rcu_);
+  rte_rcu_qsbr_check(rcu_, token, true);
+  classifier_ = std::move(fresh);  // frees the one it replaces
+  const std::size_t configs_before = profile_.steering.quic_lb.size();
+  const std::size_t servers_before = profile_.steering.server_routes.size();
+  const bool rekeyed = profile_.steering.fallback_key != next.steering.fallback_key;
+  profile_.steering = next.steering;
+  profile_.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
+  r.generation = ++generation_;
+  r.applied = true;
+  std::string ids;
+  for (const QuicLbConfig& c : profile_.steering.quic_lb) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(c.config_id);
+  }
+  r.message = "steering generation " + std::to_string(generation_) + " is live: QUIC-LB configs [" + ids + "] (" +
+              std::to_string(configs_before) + " -> " + std::to_string(profile_.steering.quic_lb.size()) +
+              "), servers " + std::to_string(servers_before) + " -> " +
+              std::to_string(profile_.steering.server_routes.size()) + (rekeyed ? ", new fallback key" : "");
+  return r;
 }
 
 void Dataplane::launch() {
@@ -375,6 +433,7 @@ void Dataplane::sample_port_counters() const {
 
 StatsSnapshot Dataplane::snapshot() const {
   StatsSnapshot s;
+  s.steering_generation = generation_;
   const std::uint64_t end = running_ || stop_tsc_ == 0 ? rte_rdtsc() : stop_tsc_;
   s.elapsed_s = start_tsc_ == 0 ? 0 : double(end - start_tsc_) / double(rte_get_tsc_hz());
   const double tsc_per_us = double(rte_get_tsc_hz()) / 1e6;

@@ -17,6 +17,7 @@
 #include "dataplane/stats_snapshot.h"
 
 struct rte_mempool;
+struct rte_rcu_qsbr;
 
 namespace qs {
 
@@ -62,6 +63,22 @@ class Dataplane {
   // queues, a net_ring's rings), which is not a leak.
   std::uint64_t mbufs_held_by_devices() const { return held_by_devices_; }
 
+  // Hot reload of the steering section (QUIC-LB configurations and keys,
+  // server IDs -> owners) while the lcores run. `next` must be a validated
+  // profile; a change the running data path cannot take is refused
+  // (reload_refusal names the key) and changes nothing. Otherwise the new
+  // classifier goes live between bursts and the old one is freed once every
+  // lcore has passed a quiescent point (RCU QSBR): this returns after that.
+  // Control path, the same thread as snapshot().
+  struct SteeringReload {
+    bool applied = false;
+    std::string message;     // what changed, or why nothing did
+    std::uint64_t generation = 0;  // the steering generation live afterwards
+  };
+  SteeringReload reload_steering(const Profile& next);
+  // 1 for the profile the data path was built from, +1 per applied reload.
+  std::uint64_t steering_generation() const { return generation_; }
+
   rte_mempool* pool() const { return pool_; }
   std::uint64_t pool_size() const;
   const Profile& profile() const { return profile_; }
@@ -81,8 +98,16 @@ class Dataplane {
   // folds each reading in.
   mutable std::vector<MonotonicPortCounters> port_counters_;
   bool ports_open_ = false;
+  // Shared by every classifier, across reloads (they keep owner indices,
+  // which a reload cannot change); null when steering.forwarding.enabled is
+  // false. Declared first: it outlives the classifiers that point at it.
+  std::unique_ptr<ForwardingTables> forwarding_;
+  // The classifier in force (what live_classifier_ points at) and what the
+  // lcores wait on for a reload's grace period.
   std::unique_ptr<MbufClassifier> classifier_;
-  std::unique_ptr<ForwardingTables> forwarding_;  // null when steering.forwarding.enabled is false
+  std::atomic<const MbufClassifier*> live_classifier_{nullptr};
+  rte_rcu_qsbr* rcu_ = nullptr;
+  std::uint64_t generation_ = 1;
   std::vector<std::unique_ptr<MbufRing>> rings_;
   struct RingInfo {
     unsigned from_lcore, to_lcore;

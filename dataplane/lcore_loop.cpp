@@ -15,6 +15,7 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_udp.h>
 
 #include <algorithm>
@@ -302,7 +303,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   std::uint16_t owner[kMaxBurst];
   RxClass cls[kMaxBurst];
   RouteCounts routes;
-  c.classifier->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
+  c.classifier->load(std::memory_order_acquire)->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
   count_routes(q.stats, routes);
 
   // Stable counting sort by owner: each owner's packets stay in arrival order.
@@ -379,7 +380,11 @@ int lcore_main(void* arg) {
   unsigned idle = 0;           // empty iterations in a row
   std::uint64_t idle_since = 0;
   RunState state;
+  rte_rcu_qsbr_thread_online(c.rcu, c.rcu_thread);
   while ((state = c.state->load(std::memory_order_relaxed)) != RunState::kStop) {
+    // No classifier is held between iterations: a reload waiting to free the
+    // one it replaced may go ahead as far as this lcore is concerned.
+    rte_rcu_qsbr_quiescent(c.rcu, c.rcu_thread);
     const std::uint64_t now = rte_rdtsc();
     // The previous iteration's length, charged if it did work: no extra rdtsc.
     if (prev_busy) c.loop_stats.busy_cycles.add(now - prev_now);
@@ -446,12 +451,16 @@ int lcore_main(void* arg) {
     c.loop_stats.idle_sleeps.add();
     // An owner held by its TX queue has work in its rings: the doorbell would
     // not let it sleep, so it naps for the TX queue's consumer instead.
+    // Offline while asleep, so that a reload does not wait for the nap.
+    rte_rcu_qsbr_thread_offline(c.rcu, c.rcu_thread);
     if (c.doorbell != nullptr && !c.tx_held) {
       sleep_on_doorbell(c);
     } else {
       rte_delay_us_sleep(c.idle_sleep_us);
     }
+    rte_rcu_qsbr_thread_online(c.rcu, c.rcu_thread);
   }
+  rte_rcu_qsbr_thread_offline(c.rcu, c.rcu_thread);
   return 0;
 }
 

@@ -2,8 +2,9 @@
 // quicsteer --check PROFILE
 //
 // With no EAL arguments the profile's `eal` list is used. The main lcore runs
-// the control loop (signals, the duration, the live table); the profile's
-// lcores run the data path.
+// the control loop (signals, the duration, the live table, steering reloads
+// on SIGHUP or /quicsteer/reload, what telemetry and Prometheus read); the
+// profile's lcores run the data path.
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -25,18 +26,24 @@
 
 #include "dataplane/dataplane.h"
 #include "dataplane/eal_init.h"
+#include "dataplane/live_view.h"
 #include "dataplane/profile.h"
+#include "dataplane/prometheus.h"
+#include "dataplane/telemetry.h"
 
 namespace {
 
 std::atomic<bool> g_signalled{false};
 std::atomic<int> g_signal{0};  // the first stop signal
+std::atomic<bool> g_reload_asked{false};  // SIGHUP: reload the steering section
 
 void on_signal(int signo) {
   int none = 0;
   g_signal.compare_exchange_strong(none, signo);
   g_signalled.store(true);
 }
+
+void on_hangup(int) { g_reload_asked.store(true); }
 
 // SIGINT and SIGTERM ask for a stop from the first instruction of main() on:
 // a stop during EAL start-up or port set-up still runs the data path's stop
@@ -49,11 +56,60 @@ void handle_stop_signals() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // SIGHUP asks for a steering reload (its default would end the process).
+  struct sigaction hup {};
+  hup.sa_handler = on_hangup;
+  sigemptyset(&hup.sa_mask);
+  hup.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &hup, nullptr);
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   sigprocmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
+// What /quicsteer/steering and /quicsteer/profile show of the live steering.
+qs::SteeringState steering_state(const qs::Dataplane& dp, const std::string& path, qs::SteeringState previous) {
+  qs::SteeringState s = std::move(previous);
+  s.generation = dp.steering_generation();
+  s.profile_path = path;
+  s.resolved_profile = qs::dump_profile(dp.profile());
+  s.quic_lb_config_ids.clear();
+  for (const auto& c : dp.profile().steering.quic_lb) s.quic_lb_config_ids.push_back(c.config_id);
+  s.servers = dp.profile().steering.server_routes.size();
+  return s;
+}
+
+// Reads `path` and reloads the data path's steering from it; the answer says
+// what happened ("applied: ..." or "refused: ..."), and is printed.
+std::string reload_steering(qs::Dataplane& dp, const std::string& path, const char* asked_by, qs::LiveView& live,
+                            std::string& live_path) {
+  qs::SteeringState state = live.steering();
+  std::string answer;
+  try {
+    const qs::Profile next = qs::load_profile(path);
+    const auto outcome = dp.reload_steering(next);
+    if (outcome.applied) {
+      answer = "applied: " + outcome.message;
+      live_path = path;
+      ++state.reloads_applied;
+    } else {
+      answer = "refused: " + path + ": " + outcome.message + "; steering generation " +
+               std::to_string(outcome.generation) + " stays live";
+      ++state.reloads_refused;
+    }
+  } catch (const qs::ProfileError& e) {
+    answer = std::string("refused: ") + e.what() + "; steering generation " + std::to_string(dp.steering_generation()) +
+             " stays live";
+    ++state.reloads_refused;
+  }
+  state.last_reload = answer;
+  live.publish(steering_state(dp, live_path, std::move(state)));
+  std::printf("quicsteer: reload (%s) %s\n", asked_by, answer.c_str());
+  std::fflush(stdout);
+  return answer;
 }
 
 // The statistics file is opened (and created) at start-up, before EAL, so
@@ -195,34 +251,63 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     qs::Dataplane dp(profile);
     const double duration = args.duration >= 0 ? args.duration : profile.duration_s;
     const std::string json_path = stats_json_path(profile, args);
-    std::printf("quicsteer: %zu lcores, %zu owners, policy %s, %s\n", profile.lcores.size(),
-                profile.steering.owner_lcores.size(),
+    // The operator's live view: rte_telemetry commands always, Prometheus
+    // when the profile gives an address. Both read what this loop publishes.
+    auto live = std::make_shared<qs::LiveView>();
+    std::string live_path = profile.path;
+    live->publish(steering_state(dp, live_path, {}));
+    live->publish(dp.snapshot());
+    qs::attach_telemetry(live);
+    if (has_arg(eal_args, "--no-telemetry"))
+      std::printf("quicsteer: EAL runs with --no-telemetry: the /quicsteer/* commands are off (SIGHUP still reloads)\n");
+    std::unique_ptr<qs::PrometheusEndpoint> prometheus;
+    if (!profile.telemetry.prometheus_listen.empty()) {
+      qs::ListenAddress address;
+      qs::parse_listen_address(profile.telemetry.prometheus_listen, address);  // validated by the loader
+      prometheus = std::make_unique<qs::PrometheusEndpoint>(address, live);
+      std::printf("prometheus: http://%s/metrics (port %u)\n", profile.telemetry.prometheus_listen.c_str(),
+                  unsigned(prometheus->port()));
+    }
+    std::printf("quicsteer: %zu lcores, %zu owners, policy %s, steering generation %llu (QUIC-LB configs: %zu, servers: %zu), %s\n",
+                profile.lcores.size(), profile.steering.owner_lcores.size(),
                 qs::policy_name(profile.backpressure.policy),
+                static_cast<unsigned long long>(dp.steering_generation()), profile.steering.quic_lb.size(),
+                profile.steering.server_routes.size(),
                 duration > 0 ? ("running for " + std::to_string(duration) + " s").c_str() : "running until SIGINT/SIGTERM");
     std::fflush(stdout);  // a supervisor reading a pipe sees the start at once
     dp.launch();
     const auto start = std::chrono::steady_clock::now();
     auto last_table = start;
+    // Telemetry reads the snapshot the live table takes; with the table off,
+    // one is taken this often for it (the same cost as a table at that period).
+    const auto publish_period = std::chrono::milliseconds(profile.stats.period_ms != 0 ? profile.stats.period_ms : 1000);
     qs::StatsSnapshot prev = dp.snapshot();
     while (!g_signalled.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dp.sample_port_counters();  // so that a device's counter reset is seen
+      if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path);
+      if (auto path = live->take_reload_request()) {
+        live->answer_reload(
+            reload_steering(dp, path->empty() ? args.profile : *path, "/quicsteer/reload", *live, live_path));
+      }
       const auto now = std::chrono::steady_clock::now();
       if (duration > 0 && std::chrono::duration<double>(now - start).count() >= duration) break;
-      if (profile.stats.period_ms != 0 &&
-          now - last_table >= std::chrono::milliseconds(profile.stats.period_ms)) {
+      if (now - last_table >= publish_period) {
         last_table = now;
         qs::StatsSnapshot snap = dp.snapshot();
-        qs::print_stats_table(stdout, snap, prev);
+        live->publish(snap);
+        if (profile.stats.period_ms != 0) qs::print_stats_table(stdout, snap, prev);
         prev = std::move(snap);
       }
     }
+    live->close();
     if (g_signalled.load())
       std::printf("quicsteer: stopping on %s\n", g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT");
     else
       std::printf("quicsteer: stopping: the duration is over\n");
     dp.stop();
     qs::StatsSnapshot final_stats = dp.snapshot();
+    live->publish(final_stats);
     const std::int64_t leaked = dp.close_ports_and_count_leaks();
     final_stats.mbufs_held_by_devices = dp.mbufs_held_by_devices();
     qs::print_summary(stdout, final_stats, leaked);
@@ -244,6 +329,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     std::fprintf(stderr, "quicsteer: %s\n", e.what());
     status = 1;
   }
+  qs::attach_telemetry(nullptr);
   rte_eal_cleanup();
   return status;
 }

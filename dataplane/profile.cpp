@@ -15,8 +15,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -375,6 +377,16 @@ Field field_or(const MapReader& map, std::string_view name) {
   return self;
 }
 
+// "ADDRESS:PORT" as telemetry.prometheus_listen spells it: an IPv4 dotted
+// quad or a bracketed IPv6 address, and a port 1..65535. Empty when valid.
+std::string listen_address_problem(const std::string& text) {
+  const std::string expected = "expected ADDRESS:PORT (\"127.0.0.1:9464\", \"0.0.0.0:9464\" or \"[::1]:9464\"), got '" +
+                               text + "'";
+  ListenAddress a;
+  if (!parse_listen_address(text, a)) return expected;
+  return "";
+}
+
 class ProfileDecoder {
  public:
   ProfileDecoder(const Decoder& d, Profile& p) : d_(d), p_(p) {}
@@ -382,7 +394,7 @@ class ProfileDecoder {
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
                          {"eal", "ports", "mempool", "lcores", "rings", "steering", "backpressure", "action",
-                          "polling", "stats", "duration_s"});
+                          "polling", "stats", "telemetry", "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
     }
@@ -396,6 +408,7 @@ class ProfileDecoder {
     decode_action(root, root.get("action"));
     if (auto f = root.get("polling")) decode_polling(*f);
     if (auto f = root.get("stats")) decode_stats(*f);
+    if (auto f = root.get("telemetry")) decode_telemetry(*f);
     if (auto f = root.get("duration_s")) p_.duration_s = d_.real(*f, 0, 86400);
   }
 
@@ -600,9 +613,10 @@ class ProfileDecoder {
     if (auto v = m.get("quic_lb")) decode_quic_lb(*v);
     if (auto v = m.get("servers")) decode_servers(*v);
     if (auto v = m.get("fallback")) {
-      const MapReader fb(d_, *v, {"key", "vnodes"});
+      const MapReader fb(d_, *v, {"key", "vnodes", "rekey_on_reload"});
       if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
       if (auto n = fb.get("vnodes")) s.fallback_vnodes = d_.integer<unsigned>(*n, 1, 4096);
+      if (auto r = fb.get("rekey_on_reload")) p_.rekey_fallback_on_reload = d_.boolean(*r);
     }
     if (auto v = m.get("forwarding")) {
       const MapReader fw(d_, *v, {"enabled", "max_entries", "max_setup_entries"});
@@ -796,6 +810,18 @@ class ProfileDecoder {
       }
     }
     if (auto v = m.get("json")) p_.stats.json_path = d_.text(*v);
+  }
+
+  void decode_telemetry(const Field& f) {
+    const MapReader m(d_, f, {"prometheus_listen"});
+    if (auto v = m.get("prometheus_listen")) {
+      std::string text = d_.text(*v);
+      if (!text.empty()) {
+        const std::string problem = listen_address_problem(text);
+        if (!problem.empty()) d_.fail(*v, problem);
+      }
+      p_.telemetry.prometheus_listen = std::move(text);
+    }
   }
 
   const Decoder& d_;
@@ -1016,6 +1042,7 @@ std::string dump_profile(const Profile& p) {
   out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(s.fallback_key.data(), 16);
   out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
+  out << YAML::Key << "rekey_on_reload" << YAML::Value << YAML::TrueFalseBool << p.rekey_fallback_on_reload;
   out << YAML::EndMap;
   out << YAML::Key << "forwarding" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << YAML::TrueFalseBool << s.forwarding.enabled;
@@ -1052,10 +1079,104 @@ std::string dump_profile(const Profile& p) {
   out << YAML::Key << "json" << YAML::Value << YAML::DoubleQuoted << p.stats.json_path;
   out << YAML::EndMap;
 
+  out << YAML::Key << "telemetry" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "prometheus_listen" << YAML::Value << YAML::DoubleQuoted << p.telemetry.prometheus_listen;
+  out << YAML::EndMap;
+
   // Shortest text that reads back as the same double.
   out << YAML::Key << "duration_s" << YAML::Value << Decoder::format_real(p.duration_s);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+bool parse_listen_address(const std::string& text, ListenAddress& out) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= text.size()) return false;
+  std::string host = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const unsigned long number = std::stoul(port);
+  if (number > 65535) return false;
+  bool ipv6 = false;
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    host = host.substr(1, host.size() - 2);
+    ipv6 = true;
+  }
+  unsigned char buffer[16];
+  if (inet_pton(ipv6 ? AF_INET6 : AF_INET, host.c_str(), buffer) != 1) return false;
+  out.ipv6 = ipv6;
+  out.host = host;
+  out.port = static_cast<std::uint16_t>(number);
+  return true;
+}
+
+namespace {
+
+// The first difference between two resolved profiles (as dump_profile writes
+// them), as "KEY: was X, now Y"; `may_differ` says which keys may.
+std::optional<std::string> first_difference(const YAML::Node& a, const YAML::Node& b, const std::string& key,
+                                            const std::function<bool(const std::string&)>& may_differ) {
+  if (may_differ(key)) return std::nullopt;
+  const auto show = [](const YAML::Node& n) -> std::string {
+    if (!n.IsDefined() || n.IsNull()) return "absent";
+    if (n.IsScalar()) return "'" + n.Scalar() + "'";
+    YAML::Emitter e;
+    e << YAML::Flow << n;
+    return e.c_str();
+  };
+  const auto differs = [&](const std::string& why) {
+    return std::optional<std::string>(key + ": " + why +
+                                      "; the running data path cannot take this change (a restart can)");
+  };
+  if (!a.IsDefined() || !b.IsDefined() || a.Type() != b.Type())
+    return differs("was " + show(a) + ", now " + show(b));
+  if (a.IsScalar()) {
+    if (a.Scalar() != b.Scalar()) return differs("was " + show(a) + ", now " + show(b));
+    return std::nullopt;
+  }
+  if (a.IsSequence()) {
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      if (auto d = first_difference(a[i], b[i], index_key(key, i), may_differ)) return d;
+    if (a.size() != b.size())
+      return differs("had " + std::to_string(a.size()) + " entries, now " + std::to_string(b.size()));
+    return std::nullopt;
+  }
+  if (a.IsMap()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      if (auto d = first_difference(it->second, b[name], join_key(key, name), may_differ)) return d;
+    }
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      if (!a[name].IsDefined()) {
+        if (auto d = first_difference(a[name], it->second, join_key(key, name), may_differ)) return d;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> reload_refusal(const Profile& running, const Profile& next) {
+  // Compared as their resolved dumps, so that every key is compared (and a
+  // key added later is covered without touching this) and named as the
+  // profile spells it.
+  const YAML::Node a = YAML::Load(dump_profile(running));
+  const YAML::Node b = YAML::Load(dump_profile(next));
+  const auto may_differ = [&](const std::string& key) {
+    return key == "steering.quic_lb" || key == "steering.servers" || key == "steering.fallback.rekey_on_reload" ||
+           (key == "steering.fallback.key" && next.rekey_fallback_on_reload);
+  };
+  if (running.steering.fallback_key != next.steering.fallback_key && !next.rekey_fallback_on_reload) {
+    return std::string(
+        "steering.fallback.key: changed; that moves every connection whose CID is not routable by QUIC-LB "
+        "(client-chosen Initial DCIDs, unknown server IDs) to another owner. Set "
+        "steering.fallback.rekey_on_reload: true in the new profile to change it anyway");
+  }
+  return first_difference(a, b, "", may_differ);
 }
 
 std::optional<Profile> load_profile_or_report(const std::string& path) {

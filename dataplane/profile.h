@@ -98,6 +98,14 @@ struct PollingConfig {
   std::uint32_t idle_polls_before_sleep = 256;
 };
 
+// Operating it live. Telemetry commands (rte_telemetry, /quicsteer/...) are
+// always there; the Prometheus endpoint only when an address is given.
+struct TelemetryConfig {
+  // "ADDRESS:PORT" (IPv4 dotted quad, or [IPv6]) the Prometheus text endpoint
+  // listens on, served by a control-plane thread; empty = off.
+  std::string prometheus_listen;
+};
+
 struct StatsConfig {
   std::uint32_t period_ms = 1000;  // live table period; 0 = no table
   std::string json_path;           // summary written at exit; empty = none
@@ -111,14 +119,30 @@ struct Profile {
   std::vector<LcoreConfig> lcores;
   RingConfig rings;
   SteeringConfig steering;  // steering.owner_lcores is derived from lcores
+  // steering.fallback.rekey_on_reload: a reload to this profile may change
+  // steering.fallback.key (which moves connections whose CIDs are not
+  // routable to other owners). Read from the profile being loaded.
+  bool rekey_fallback_on_reload = false;
   BackpressureConfig backpressure;
   ActionConfig action;
   PollingConfig polling;
   StatsConfig stats;
+  TelemetryConfig telemetry;
   double duration_s = 0;  // 0 = run until SIGINT/SIGTERM
 
   int port_index(const std::string& name) const;  // -1 when absent
 };
+
+// telemetry.prometheus_listen, decoded: "127.0.0.1:9464" or "[::1]:9464".
+struct ListenAddress {
+  bool ipv6 = false;
+  std::string host;  // the address without brackets
+  std::uint16_t port = 0;
+};
+// False unless `text` is an IPv4 dotted quad or a bracketed IPv6 address,
+// a colon and a decimal port 0..65535 (0: any free port, chosen when the
+// endpoint starts and printed then).
+bool parse_listen_address(const std::string& text, ListenAddress& out);
 
 class ProfileError : public std::runtime_error {
  public:
@@ -144,5 +168,12 @@ std::optional<Profile> load_profile_or_report(const std::string& path);
 Profile parse_profile(const std::string& yaml_text, const std::string& name);
 // The resolved profile, every default filled in, as YAML that load_profile accepts.
 std::string dump_profile(const Profile& profile);
+
+// Whether a running data path built from `running` can switch to `next`
+// without a restart: only the steering section's QUIC-LB configurations and
+// server routes may change (and steering.fallback.key when `next` sets
+// steering.fallback.rekey_on_reload). Returns why not, naming the first key
+// that differs ("rings.size: ..."), or nothing when the reload can go ahead.
+std::optional<std::string> reload_refusal(const Profile& running, const Profile& next);
 
 }  // namespace qs

@@ -125,6 +125,8 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
     if (l.owner_index >= 0 && l.owner.migrations > 0 && (!busiest || l.owner.migrations > busiest->owner.migrations))
       busiest = &l;
   std::fprintf(out, "\n== quicsteer summary (%.1f s)\n", s.elapsed_s);
+  std::fprintf(out, "  steering      generation %" PRIu64 " live at the end (%" PRIu64 " reloads applied)\n",
+               s.steering_generation, s.steering_generation - 1);
   std::fprintf(out, "  received      %" PRIu64 " packets, %s\n", s.rx_total.rx,
                format_rate(double(s.rx_total.rx) / t).c_str());
   std::fprintf(out, "  processed     %" PRIu64 " packets by owners (%" PRIu64 " handed over on rings, %" PRIu64 " run locally)\n",
@@ -217,7 +219,8 @@ void owner_json(std::ostringstream& o, const OwnerTotals& w) {
 std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, std::int64_t leaked,
                        std::uint64_t mbufs_total) {
   std::ostringstream o;
-  o << "{\n  \"profile\": " << quote(profile_path) << ",\n  \"elapsed_s\": " << s.elapsed_s << ",\n";
+  o << "{\n  \"profile\": " << quote(profile_path) << ",\n  \"elapsed_s\": " << s.elapsed_s
+    << ",\n  \"steering_generation\": " << s.steering_generation << ",\n";
   o << "  \"total\": {";
   receive_json(o, s.rx_total);
   o << ", ";

@@ -87,6 +87,7 @@ struct StatsSnapshot {
   DropArray drops_total{};  // receive-side and owner-side together
   std::uint64_t busy_cycles_total = 0;
   std::uint64_t tsc_hz = 0;
+  std::uint64_t steering_generation = 1;  // which steering configuration is live (1 + applied reloads)
   // Filled in after the ports closed (Dataplane::mbufs_held_by_devices).
   std::uint64_t mbufs_held_by_devices = 0;
   std::uint64_t drops_sum() const;

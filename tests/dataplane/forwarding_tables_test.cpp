@@ -159,6 +159,50 @@ TEST(ForwardingTables, ConnectionsOfServersWithRandomCidsStayOnTheOwnerOfTheirFi
   EXPECT_EQ(s.owner_total.migrations, rebound);
 }
 
+// A reload of the steering section halfway through (SIGHUP or
+// /quicsteer/reload: here a QUIC-LB config and servers these CIDs do not
+// match, and a new fallback key) swaps the classifier but keeps the tables:
+// connections set up before it stay with the owner of their first Initial.
+TEST(ForwardingTables, ReloadKeepsWhatTheTablesLearned) {
+  const RandomCidTraffic& t = traffic_once();
+  RingPort port(kLcores, 1024, kLcores, 1 << 16);
+  Scenario scenario(profile(true), port);
+  std::string next_yaml = profile(true);
+  const std::string old_key = "fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}";
+  next_yaml.replace(next_yaml.find(old_key), old_key.size(),
+                    "fallback: {key: \"ff0102030405060708090a0b0c0d0e0f\", rekey_on_reload: true}\n"
+                    "  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 14}]\n"
+                    "  servers: [{server_id: \"0001\", owner: 1}]");
+  const Profile next = parse_test_profile(next_yaml, port.device());
+  RunOptions options = in_causal_order(scenario, t);
+  const auto causal = options.after_send;
+  const std::size_t half = t.t.frames.size() / 2;
+  Dataplane::SteeringReload reload;
+  options.after_send = [&](std::size_t i) {
+    causal(i);
+    if (i + 1 == half) reload = scenario.dataplane().reload_steering(next);
+  };
+  const ScenarioResult r = scenario.run(t.t.frames, t.t.queue_of, options);
+  ASSERT_FALSE(r.stalled);
+  ASSERT_TRUE(reload.applied) << reload.message;
+  EXPECT_EQ(r.stats.steering_generation, 2u);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  std::set<int> started_before;
+  for (std::size_t i = 0; i < half; ++i)
+    if (t.t.traffic.packets[i].connection >= 0) started_before.insert(t.t.traffic.packets[i].connection);
+  std::size_t checked_after = 0;
+  for (const DeliveredPacket& d : r.delivered) {
+    const auto& p = t.t.traffic.packets[d.seq];
+    if (p.connection < 0 || !started_before.count(p.connection)) continue;
+    const auto& c = t.t.traffic.connections[std::size_t(p.connection)];
+    if (c.migration == Migration::kActive && p.post_migration) continue;
+    ASSERT_EQ(d.tx_queue, t.owner_of_connection[std::size_t(p.connection)])
+        << "frame " << d.seq << " (" << traffic::to_string(p.kind) << ", post_migration " << p.post_migration << ") of connection " << p.connection;
+    checked_after += d.seq >= half;
+  }
+  EXPECT_GT(checked_after, 500u) << "packets of connections set up before the reload, sent after it";
+}
+
 // The same traffic without the tables: the client's packets to the server's
 // CID are hashed on their own, and most connections end up on two owners.
 TEST(ForwardingTables, WithoutThemConnectionsSplit) {

@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
                    kPorts + "lcores: [{id: 1, rx: [\"wire:0\"], owner: true, numa: 0}]\n" + kSink,
                    "t.yaml:2:47: lcores[0].numa", "unknown key"},
         BadProfile{"unknown_deep_key", kBase + "steering:\n  fallback:\n    vnodes: 8\n    seed: 1\n",
-                   "t.yaml:7:5: steering.fallback.seed", "unknown key (allowed here: key, vnodes)"},
+                   "t.yaml:7:5: steering.fallback.seed", "unknown key (allowed here: key, vnodes, rekey_on_reload)"},
         BadProfile{"duplicate_key", kBase + "rings:\n  size: 64\n  size: 128\n", "t.yaml:6:3: rings.size",
                    "duplicate key (first given on line 5)"},
         BadProfile{"word_for_integer", kBase + "rings:\n  size: big\n", "t.yaml:5:9: rings.size",
@@ -862,3 +862,120 @@ TEST(ShippedProfiles, PoliciesMatchTheirNames) {
 }
 
 }  // namespace
+
+// --- issue 14: operating it live ----------------------------------------------
+
+INSTANTIATE_TEST_SUITE_P(
+    Telemetry, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"prometheus_host_name", kBase + "telemetry:\n  prometheus_listen: \"localhost:9464\"\n",
+                   "t.yaml:5:22: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
+        BadProfile{"prometheus_no_port", kBase + "telemetry: {prometheus_listen: \"127.0.0.1\"}\n",
+                   "t.yaml:4:32: telemetry.prometheus_listen", "got '127.0.0.1'"},
+        BadProfile{"prometheus_port_not_a_number", kBase + "telemetry: {prometheus_listen: \"127.0.0.1:http\"}\n",
+                   "t.yaml:4:32: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
+        BadProfile{"prometheus_port_too_big", kBase + "telemetry: {prometheus_listen: \"127.0.0.1:65536\"}\n",
+                   "t.yaml:4:32: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
+        BadProfile{"prometheus_ipv6_without_brackets", kBase + "telemetry: {prometheus_listen: \"::1:9464\"}\n",
+                   "t.yaml:4:32: telemetry.prometheus_listen", "expected ADDRESS:PORT"},
+        BadProfile{"prometheus_not_a_string", kBase + "telemetry: {prometheus_listen: [1]}\n",
+                   "t.yaml:4:32: telemetry.prometheus_listen", "expected a string"},
+        BadProfile{"telemetry_unknown_key", kBase + "telemetry: {prometheus: \"127.0.0.1:9464\"}\n",
+                   "t.yaml:4:13: telemetry.prometheus", "unknown key (allowed here: prometheus_listen)"},
+        BadProfile{"rekey_on_reload_not_bool", kBase + "steering:\n  fallback: {rekey_on_reload: sometimes}\n",
+                   "t.yaml:5:31: steering.fallback.rekey_on_reload", "expected true or false"}),
+    case_name);
+
+TEST(Telemetry, ListenAddressesDecode) {
+  const qs::Profile off = qs::parse_profile(kBase, "t.yaml");
+  EXPECT_EQ(off.telemetry.prometheus_listen, "");  // off by default
+  const qs::Profile v4 = qs::parse_profile(kBase + "telemetry: {prometheus_listen: \"127.0.0.1:9464\"}\n", "t.yaml");
+  EXPECT_EQ(v4.telemetry.prometheus_listen, "127.0.0.1:9464");
+  qs::ListenAddress a;
+  ASSERT_TRUE(qs::parse_listen_address("[::1]:80", a));
+  EXPECT_TRUE(a.ipv6);
+  EXPECT_EQ(a.host, "::1");
+  EXPECT_EQ(a.port, 80);
+  ASSERT_TRUE(qs::parse_listen_address("127.0.0.1:0", a));  // any free port
+  EXPECT_EQ(a.port, 0);
+  ASSERT_TRUE(qs::parse_listen_address("0.0.0.0:65535", a));
+  EXPECT_FALSE(a.ipv6);
+  EXPECT_EQ(a.port, 65535);
+  // The dump carries both new keys and reads back to itself.
+  const std::string dump = qs::dump_profile(v4);
+  EXPECT_THAT(dump, HasSubstr("prometheus_listen: \"127.0.0.1:9464\""));
+  EXPECT_THAT(dump, HasSubstr("rekey_on_reload: false"));
+  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump.yaml")), dump);
+}
+
+// Two owners on one port; the steering section from the arguments, `tail`
+// adds sections.
+std::string reload_profile(const std::string& quic_lb, const std::string& servers,
+                           const std::string& fallback = "{key: \"000102030405060708090a0b0c0d0e0f\"}",
+                           const std::string& tail = "") {
+  return "ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
+         "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n"
+         "action: {type: sink}\n"
+         "steering:\n  quic_lb: " + quic_lb + "\n  servers: " + servers + "\n  fallback: " + fallback + "\n" + tail;
+}
+const std::string kConfig0 = "{config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}";
+const std::string kConfig1 = "{config_id: 1, server_id_len: 3, nonce_len: 13, key: \"000102030405060708090a0b0c0d0e0f\"}";
+const std::string kServers0 = "{server_id: \"0001\", owner: 1}, {server_id: \"0002\", owner: 2}";
+const std::string kServers1 = "{server_id: \"010001\", owner: 2}, {server_id: \"010002\", owner: 1}";
+
+qs::Profile reload_parse(const std::string& yaml) { return qs::parse_profile(yaml, "next.yaml"); }
+
+TEST(ReloadRefusal, QuicLbConfigsAndServerRoutesMayChange) {
+  const qs::Profile running = reload_parse(reload_profile("[" + kConfig0 + "]", "[" + kServers0 + "]"));
+  EXPECT_EQ(qs::reload_refusal(running, running), std::nullopt);
+  const qs::Profile both = reload_parse(reload_profile("[" + kConfig0 + ", " + kConfig1 + "]",
+                                                       "[" + kServers0 + ", " + kServers1 + "]"));
+  EXPECT_EQ(qs::reload_refusal(running, both), std::nullopt);
+  const qs::Profile only1 = reload_parse(reload_profile("[" + kConfig1 + "]", "[" + kServers1 + "]"));
+  EXPECT_EQ(qs::reload_refusal(both, only1), std::nullopt);
+  // A new key for the same config, and servers moved between owners.
+  const qs::Profile rekeyed = reload_parse(reload_profile(
+      "[{config_id: 0, server_id_len: 2, nonce_len: 14, key: \"ffeeddccbbaa99887766554433221100\"}]",
+      "[{server_id: \"0001\", owner: 2}, {server_id: \"0002\", owner: 1}]"));
+  EXPECT_EQ(qs::reload_refusal(running, rekeyed), std::nullopt);
+}
+
+TEST(ReloadRefusal, NamesTheKeyTheDataPathCannotTake) {
+  const std::string q = "[" + kConfig0 + "]", s = "[" + kServers0 + "]";
+  const std::string fb = "{key: \"000102030405060708090a0b0c0d0e0f\"}";
+  const qs::Profile running = reload_parse(reload_profile(q, s));
+  struct Case {
+    std::string yaml, starts;
+  };
+  const std::vector<Case> cases = {
+      {reload_profile(q, s, fb, "rings: {size: 2048}\n"), "rings.size: was '1024', now '2048'"},
+      {reload_profile(q, s, fb, "mempool: {mbufs: 32767}\n"), "mempool.mbufs: was '16383', now '32767'"},
+      {reload_profile(q, s, fb, "backpressure: {policy: drop}\n"), "backpressure.policy: was 'park', now 'drop'"},
+      {reload_profile(q, s, "{key: \"000102030405060708090a0b0c0d0e0f\", vnodes: 64}"),
+       "steering.fallback.vnodes: was '128', now '64'"},
+      {reload_profile(q, s, fb, "telemetry: {prometheus_listen: \"127.0.0.1:9464\"}\n"),
+       "telemetry.prometheus_listen: was '', now '127.0.0.1:9464'"},
+      {"ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
+           "lcores: [{id: 1, rx: [\"wire:0\", \"wire:1\"], owner: true}, {id: 2, owner: true}]\n"
+           "action: {type: sink}\nsteering:\n  quic_lb: " + q + "\n  servers: " + s + "\n  fallback: " + fb + "\n",
+       "lcores[0].rx: had 1 entries, now 2"},
+  };
+  for (const Case& c : cases) {
+    const auto refusal = qs::reload_refusal(running, reload_parse(c.yaml));
+    ASSERT_TRUE(refusal.has_value()) << c.yaml;
+    EXPECT_THAT(*refusal, StartsWith(c.starts)) << c.yaml;
+    EXPECT_THAT(*refusal, HasSubstr("the running data path cannot take this change")) << c.yaml;
+  }
+}
+
+TEST(ReloadRefusal, FallbackKeyChangesOnlyWhenTheNewProfileSaysSo) {
+  const std::string q = "[" + kConfig0 + "]", s = "[" + kServers0 + "]";
+  const qs::Profile running = reload_parse(reload_profile(q, s));
+  const auto refusal = qs::reload_refusal(running, reload_parse(reload_profile(q, s, "{key: \"ff0102030405060708090a0b0c0d0e0f\"}")));
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_THAT(*refusal, StartsWith("steering.fallback.key: changed"));
+  EXPECT_THAT(*refusal, HasSubstr("steering.fallback.rekey_on_reload: true"));
+  EXPECT_EQ(qs::reload_refusal(running, reload_parse(reload_profile(
+                                             q, s, "{key: \"ff0102030405060708090a0b0c0d0e0f\", rekey_on_reload: true}"))),
+            std::nullopt);
+}

@@ -295,7 +295,7 @@ class Generator {
       const std::size_t server_cids = c.migration == Migration::kActive ? 2 : 1;
       for (std::size_t k = 0; k < server_cids; ++k)
         c.server_cids.push_back(unique_cid([&] {
-          return o.random_server_cids ? client_chosen_cid(crng, codec_.cid_len()) : server_cid(crng, c.server_id);
+          return o.random_server_cids ? random_server_cid(crng) : server_cid(crng, c.server_id);
         }));
 
       c.l2.src = o.client_mac;
@@ -339,6 +339,13 @@ class Generator {
     const std::uint8_t config = free_config_ids_[rng.uniform(0, free_config_ids_.size() - 1)];
     cid[0] = std::uint8_t(config << 5 | (cid[0] & 0x1f));
     return cid;
+  }
+
+  Bytes random_server_cid(Rng& rng) const {
+    for (;;) {
+      Bytes cid = client_chosen_cid(rng, codec_.cid_len());
+      if (cid[0] >> 5 != 7) return cid;
+    }
   }
 
   Bytes server_cid(Rng& rng, const Bytes& server_id) const {

@@ -118,7 +118,9 @@ struct TrafficOptions {
   QuicLbConfig quic_lb;  // encodes every server CID (unless random_server_cids)
   // Servers that do not speak QUIC-LB: their CIDs are random octets of
   // quic_lb.cid_len(), on codepoints no config routes (like client-chosen
-  // ones), and carry no server ID (Packet::server_id stays empty).
+  // ones) and not 0b111 (which announces a self-encoded length wherever
+  // QUIC-LB is in use), and carry no server ID (Packet::server_id stays
+  // empty).
   bool random_server_cids = false;
   std::vector<std::vector<std::uint8_t>> server_ids;  // each quic_lb.server_id_len octets
   // Config-rotation codepoints a load balancer would try to decode. Client-
