@@ -122,8 +122,10 @@ class ForwardingTables {
       const std::uint64_t setup = setup_key(frame, p);
       const std::uint16_t owner = setup_.find(setup, now_ms);
       if (owner != ForwardingTable::kNone) {
-        learn(cid, owner, now_ms, counts);
-        learn(tuple_key(frame, p), owner, now_ms, counts);
+        // The 4-tuple is learned with each new DCID (the rest of a
+        // handshake's packets find theirs present and skip it).
+        if (learn(cid, owner, now_ms, counts) == ForwardingTable::Insert::kInserted)
+          learn(tuple_key(frame, p), owner, now_ms, counts);
         return {owner, ResolveMethod::kLearnedSetup};
       }
       const Resolution known = resolve_known(frame, p, cid, now_ms, counts);
@@ -160,13 +162,15 @@ class ForwardingTables {
     return {};
   }
 
-  void learn(std::uint64_t key, std::uint16_t owner, std::uint32_t now_ms, LearnCounts& counts) {
-    switch (established_.insert(key, owner, now_ms)) {
+  ForwardingTable::Insert learn(std::uint64_t key, std::uint16_t owner, std::uint32_t now_ms, LearnCounts& counts) {
+    const ForwardingTable::Insert result = established_.insert(key, owner, now_ms);
+    switch (result) {
       case ForwardingTable::Insert::kInserted: ++counts.learned; break;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;
       case ForwardingTable::Insert::kPresent:
       case ForwardingTable::Insert::kEvicted: break;
     }
+    return result;
   }
 
   ForwardingTable established_;
