@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "dataplane/mbuf_pools.h"
 #include "dataplane/port.h"
 #include "dataplane/steer_meta.h"
 #include "dataplane/tsan.h"
@@ -96,15 +97,6 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     throw std::runtime_error("at most " + std::to_string(kMaxOwners) + " owner lcores, the profile has " +
                              std::to_string(profile_.steering.owner_lcores.size()));
 
-  static std::atomic<unsigned> instance{0};
-  const std::string pool_name = "qs_mbufs_" + std::to_string(instance.fetch_add(1));
-  pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
-                                  profile_.mempool.data_room, int(rte_socket_id()));
-  if (pool_ == nullptr)
-    throw std::runtime_error("cannot create the mbuf pool (" + std::to_string(profile_.mempool.mbufs) +
-                             " mbufs of " + std::to_string(profile_.mempool.data_room) +
-                             " bytes): " + rte_strerror(rte_errno) + "; raise EAL -m or lower mempool.mbufs");
-
   // Whatever fails from here on, nothing stays behind: a test process (or a
   // caller that retries) can build a data path on the same devices again.
   try {
@@ -112,8 +104,9 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
       port_ids_.push_back(find_or_probe_port(port));
       ports_open_ = true;
     }
+    create_pools();
     for (std::size_t i = 0; i < profile_.ports.size(); ++i)
-      configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+      configure_and_start_port(port_ids_[i], profile_.ports[i], rx_queue_pools_[i]);
     port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
     build_lcores();
   } catch (...) {
@@ -236,6 +229,52 @@ void Dataplane::build_lcores() {
   }
 }
 
+void Dataplane::create_pools() {
+  static_assert(kAnySocket == SOCKET_ID_ANY);
+  // The lcore polling each RX queue (the profile gives each exactly one).
+  std::vector<std::vector<int>> poller_socket(profile_.ports.size());
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    poller_socket[i].assign(profile_.ports[i].rx_queues, kAnySocket);
+  for (const auto& l : profile_.lcores)
+    for (const auto& ref : l.rx) poller_socket[ref.port][ref.queue] = int(rte_lcore_to_socket_id(l.id));
+
+  const int main_socket = int(rte_socket_id());
+  std::vector<std::vector<int>> queue_socket(profile_.ports.size());
+  std::vector<int> all;
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+    const int port_socket = rte_eth_dev_socket_id(port_ids_[i]);
+    for (int lcore_socket : poller_socket[i]) {
+      queue_socket[i].push_back(rx_pool_socket(port_socket, lcore_socket, main_socket));
+      all.push_back(queue_socket[i].back());
+    }
+  }
+  std::vector<int> sockets = pool_sockets(all);
+  if (sockets.empty()) sockets.push_back(main_socket);  // no RX queue: keep one pool, for pool()
+
+  static std::atomic<unsigned> instance{0};
+  const unsigned this_instance = instance.fetch_add(1);
+  for (int socket : sockets) {
+    const std::string name = "qs_mbufs_" + std::to_string(this_instance) + "_s" + std::to_string(socket);
+    rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
+                                                profile_.mempool.data_room, socket);
+    if (pool == nullptr)
+      throw std::runtime_error("cannot create the mbuf pool on socket " + std::to_string(socket) + " (" +
+                               std::to_string(profile_.mempool.mbufs) + " mbufs of " +
+                               std::to_string(profile_.mempool.data_room) + " bytes): " + rte_strerror(rte_errno) +
+                               "; raise EAL -m / --socket-mem for that socket or lower mempool.mbufs");
+    pools_.push_back(pool);
+  }
+  if (sockets.size() > 1) {
+    std::printf("mbuf pools: one per socket with RX queues, %u mbufs each, on sockets", profile_.mempool.mbufs);
+    for (int socket : sockets) std::printf(" %d", socket);
+    std::printf("\n");
+  }
+  rx_queue_pools_.assign(profile_.ports.size(), {});
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    for (int socket : queue_socket[i])
+      rx_queue_pools_[i].push_back(pools_[std::size_t(std::find(sockets.begin(), sockets.end(), socket) - sockets.begin())]);
+}
+
 Dataplane::~Dataplane() {
   stop();
   release();
@@ -243,8 +282,9 @@ Dataplane::~Dataplane() {
 
 void Dataplane::release() {
   close_ports_and_count_leaks();
-  if (pool_ != nullptr) rte_mempool_free(pool_);
-  pool_ = nullptr;
+  for (rte_mempool* pool : pools_) rte_mempool_free(pool);
+  pools_.clear();
+  rx_queue_pools_.clear();
   rte_free(rcu_);
   rcu_ = nullptr;
 }
@@ -342,7 +382,17 @@ void Dataplane::stop() {
   for (auto& c : lcores_) drain_after_stop(*c);
 }
 
-std::uint64_t Dataplane::pool_size() const { return pool_ == nullptr ? 0 : pool_->size; }
+std::uint64_t Dataplane::pool_size() const {
+  std::uint64_t size = 0;
+  for (const rte_mempool* pool : pools_) size += pool->size;
+  return size;
+}
+
+std::int64_t Dataplane::mbufs_in_use() const {
+  std::int64_t in_use = 0;
+  for (const rte_mempool* pool : pools_) in_use += std::int64_t(pool->size) - std::int64_t(rte_mempool_avail_count(pool));
+  return in_use;
+}
 
 std::uint16_t Dataplane::port_id(const std::string& name) const {
   const int i = profile_.port_index(name);
@@ -351,24 +401,21 @@ std::uint16_t Dataplane::port_id(const std::string& name) const {
 }
 
 std::int64_t Dataplane::close_ports_and_count_leaks() {
-  const auto in_use = [&] {
-    return pool_ == nullptr ? 0 : std::int64_t(pool_->size) - std::int64_t(rte_mempool_avail_count(pool_));
-  };
   if (ports_open_) {
     // The lcores have stopped and freed what they held: what is still out
     // now is in the devices (RX descriptors, TX queues, a net_ring's rings)
     // or leaked. Closing a port gives back what its device held, except
     // net_ring, whose close frees its rings with the mbufs still in them:
     // those are taken out first.
-    const std::int64_t before = in_use();
+    const std::int64_t before = mbufs_in_use();
     for (std::uint16_t id : port_ids_) {
       free_mbufs_in_net_ring(id);
       stop_and_close_port(id);
     }
     ports_open_ = false;
-    held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - in_use()));
+    held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - mbufs_in_use()));
   }
-  return in_use();
+  return mbufs_in_use();
 }
 
 PortCounters Dataplane::sample_port_counters(std::size_t i) const {

@@ -1,5 +1,5 @@
 // Dataplane: builds the whole data path from a validated profile once EAL is
-// up (mempool, ports, rings, per-lcore contexts), launches the lcores, stops
+// up (mbuf pools, ports, rings, per-lcore contexts), launches the lcores, stops
 // them, and accounts for every mbuf at the end. Used by the quicsteer binary
 // and, in-process, by the integration tests.
 #pragma once
@@ -52,7 +52,7 @@ class Dataplane {
   void sample_port_counters() const;
 
   // Stops and closes the ports (a device may hold mbufs until then) and
-  // returns how many mbufs are not back in the pool. Call after stop().
+  // returns how many mbufs are not back in their pools. Call after stop().
   std::int64_t close_ports_and_count_leaks();
   // Mbufs that were not in the pool after the lcores stopped but came back
   // when the ports closed: they sat in the devices (RX descriptors, TX
@@ -75,8 +75,12 @@ class Dataplane {
   // 1 for the profile the data path was built from, +1 per applied reload.
   std::uint64_t steering_generation() const { return generation_; }
 
-  rte_mempool* pool() const { return pool_; }
-  std::uint64_t pool_size() const;
+  // One mbuf pool per NUMA socket that has RX queues (mbuf_pools.h), each of
+  // mempool.mbufs; pool() is the lowest socket's (the only one on a
+  // one-socket machine), for a test or benchmark that makes its own mbufs.
+  rte_mempool* pool() const { return pools_.empty() ? nullptr : pools_.front(); }
+  const std::vector<rte_mempool*>& pools() const { return pools_; }
+  std::uint64_t pool_size() const;  // mbufs in every pool together
   const Profile& profile() const { return profile_; }
   std::uint16_t port_id(const std::string& profile_port_name) const;
   const std::vector<std::unique_ptr<LcoreContext>>& lcores() const { return lcores_; }
@@ -85,10 +89,14 @@ class Dataplane {
   PortCounters sample_port_counters(std::size_t profile_port) const;
   bool drained() const;  // no ticket held, every ring empty, no TX stage holding packets
   void build_lcores();   // contexts, rings, doorbells, shards, TX stages
-  void release();        // closes the ports and frees the pool
+  void release();        // closes the ports and frees the pools
+  void create_pools();   // and the pool of each RX queue, by profile port
+  std::int64_t mbufs_in_use() const;  // across every pool
 
   Profile profile_;
-  rte_mempool* pool_ = nullptr;
+  std::vector<rte_mempool*> pools_;  // by ascending socket
+  // By profile port index, then RX queue: the pool that queue fills from.
+  std::vector<std::vector<rte_mempool*>> rx_queue_pools_;
   std::vector<std::uint16_t> port_ids_;  // by profile port index
   // Totals across device counter resets, by profile port index; snapshot()
   // folds each reading in.
