@@ -357,8 +357,13 @@ bool Dataplane::drained() const {
 }
 
 void Dataplane::stop() {
+  // An owner asleep on its doorbell sees a new state only once woken.
+  auto wake_sleepers = [&] {
+    for (auto& d : doorbells_) d->ring();
+  };
   if (running_) {
     state_.store(RunState::kDrain, std::memory_order_relaxed);
+    wake_sleepers();
     const auto give_up = std::chrono::steady_clock::now() + kStopDrainLimit;
     // drained() is trusted only once every lcore has acknowledged the drain:
     // an lcore between rte_eth_rx_burst and its hand-off holds packets that
@@ -372,6 +377,7 @@ void Dataplane::stop() {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   state_.store(RunState::kStop, std::memory_order_relaxed);
+  wake_sleepers();
   for (auto& c : lcores_) {
     rte_eal_wait_lcore(c->lcore_id);
     tsan_acquire(c.get());

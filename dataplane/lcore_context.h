@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -81,6 +82,11 @@ struct LcoreContext {
   // Owners that poll no RX queue sleep on this when idle, and the receivers
   // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
   Doorbell* doorbell = nullptr;
+  // The longest sleep on the doorbell, so that housekeeping (connection
+  // expiry) still runs on an idle owner; Dataplane::stop rings the doorbell,
+  // so a stop never waits for it. A test lengthens it to show that the
+  // doorbell, not this limit, wakes the owner for traffic.
+  std::chrono::nanoseconds doorbell_sleep_limit = std::chrono::milliseconds(1);
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<SweepPacer> sweep;  // one sweep of `connections` per idle_timeout / 4
   std::uint64_t cid_hash_seed = 0;

@@ -338,17 +338,25 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
 }
 
 // The doorbell protocol (rings/doorbell.h): announce, re-check, then sleep.
-// The wait is capped so that housekeeping and the stop flag are still seen.
-void sleep_on_doorbell(LcoreContext& c) {
-  constexpr std::chrono::microseconds kLongestSleep{1000};
+// The re-check covers the run state too: Dataplane::stop changes it and
+// then rings, so a stop is never left waiting for the sleep limit.
+void sleep_on_doorbell(LcoreContext& c, RunState seen) {
   c.doorbell->prepare_sleep();
+  if (c.state->load(std::memory_order_relaxed) != seen) {
+    c.doorbell->cancel_sleep();
+    return;
+  }
   for (const MbufRing* ring : c.in_rings) {
     if (!ring->empty()) {
       c.doorbell->cancel_sleep();
       return;
     }
   }
-  if (c.doorbell->sleep(kLongestSleep) == Doorbell::Wake::kRung) c.loop_stats.doorbell_wakes.add();
+  switch (c.doorbell->sleep(c.doorbell_sleep_limit)) {
+    case Doorbell::Wake::kRung: c.loop_stats.doorbell_wakes.add(); break;
+    case Doorbell::Wake::kTimedOut: c.loop_stats.doorbell_timeouts.add(); break;
+    case Doorbell::Wake::kShutdown: break;
+  }
 }
 
 bool all_queues_parked(const LcoreContext& c) {
@@ -434,7 +442,7 @@ int lcore_main(void* arg) {
     // Offline while asleep, so that a reload does not wait for the nap.
     rte_rcu_qsbr_thread_offline(c.rcu, c.rcu_thread);
     if (c.doorbell != nullptr && !c.tx_held) {
-      sleep_on_doorbell(c);
+      sleep_on_doorbell(c, state);
     } else {
       rte_delay_us_sleep(c.idle_sleep_us);
     }

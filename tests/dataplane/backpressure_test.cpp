@@ -442,20 +442,36 @@ TEST(Backpressure, StalledTxQueueTimesOutAndCountsWhatItDrops) {
 
 // Owners that poll no RX queue sleep on a doorbell when idle; the receiver
 // rings it after handing packets over. The sender pauses between bursts, so
-// the owners fall asleep again and again, and every packet must still arrive
-// (woken by the doorbell, not left until a timer).
+// the owners fall asleep again and again, and every packet must still arrive,
+// woken by the doorbell, not left until a timer: the owners' sleep limit
+// (1 ms in service) is raised to seconds, and no sleep may run to it. A
+// receiver that forgot to ring leaves packets in the ring until the limit:
+// the run then stops at the first timed-out sleep and fails.
 TEST(Backpressure, IdleOwnersSleepOnTheDoorbellAndWakeForTraffic) {
   Layout l;
+  const std::string yaml = pipeline_profile(l);
+  const PreparedTraffic t = quic_only_traffic(100, steering_of(yaml), 17);
+  RingPort port(2, 128, 2, l.tx_ring_size);
+  Scenario s(yaml, port);
+  for (const auto& c : s.dataplane().lcores()) c->doorbell_sleep_limit = std::chrono::seconds(5);
+  auto timed_out_sleeps = [&] {
+    std::uint64_t n = 0;
+    for (const auto& c : s.dataplane().lcores()) n += c->loop_stats.doorbell_timeouts.get();
+    return n;
+  };
   RunOptions paced;
   paced.after_send = [](std::size_t i) {
     if (i % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   };
-  const auto [t, r] = run_pipeline(l, 100, 17, paced);
+  paced.stop_early = [&](const ScenarioResult&) { return timed_out_sleeps() != 0; };
+  const ScenarioResult r = s.run(t.frames, t.queue_of, paced);
+  EXPECT_EQ(timed_out_sleeps(), 0u) << "an owner slept to its limit with packets waiting: the doorbell was not rung";
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.stats.drops_sum(), 0u);
   EXPECT_EQ(r.delivered.size(), r.sent);
+  EXPECT_EQ(r.sent, t.frames.size());
   ASSERT_EQ(r.stats.lcores.size(), 3u);
   for (unsigned i = 1; i < 3; ++i) {
     const LcoreSnapshot& owner = r.stats.lcores[i];
