@@ -146,11 +146,11 @@ void Dataplane::build_lcores() {
     ctx->park_timeout_tsc = us_to_tsc(profile_.backpressure.park_timeout_us);
     // A held ticket is offered to its owners once a microsecond, not on every
     // iteration: each offer reads the owner's ring index, a line the owner
-    // writes. An owner drains a ring to its low watermark in far longer.
+    // writes. An owner empties a ring down to its low watermark in far longer.
     ctx->ticket_retry_tsc = us_to_tsc(1);
     ctx->action = profile_.action.type;
     ctx->cost_cycles = l.cost_cycles.value_or(profile_.action.cost_cycles);
-    ctx->tx_drain_tsc = us_to_tsc(profile_.action.tx_drain_us);
+    ctx->tx_flush_tsc = us_to_tsc(profile_.action.tx_drain_us);
     ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
     ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
     ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
@@ -332,7 +332,7 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
 void Dataplane::launch() {
   if (running_) return;
   state_.store(RunState::kRun, std::memory_order_relaxed);
-  for (auto& c : lcores_) c->drain_acknowledged.store(false, std::memory_order_relaxed);
+  for (auto& c : lcores_) c->quiesce_acknowledged.store(false, std::memory_order_relaxed);
   start_tsc_ = rte_rdtsc();
   for (auto& c : lcores_) {
     tsan_release(c.get());
@@ -345,7 +345,7 @@ void Dataplane::launch() {
   running_ = true;
 }
 
-bool Dataplane::drained() const {
+bool Dataplane::quiesced() const {
   for (const auto& c : lcores_) {
     if (c->owner_stats.tx_held_now.get() != 0) return false;
     for (const auto& q : c->rx)
@@ -362,18 +362,18 @@ void Dataplane::stop() {
     for (auto& d : doorbells_) d->ring();
   };
   if (running_) {
-    state_.store(RunState::kDrain, std::memory_order_relaxed);
+    state_.store(RunState::kQuiesce, std::memory_order_relaxed);
     wake_sleepers();
-    const auto give_up = std::chrono::steady_clock::now() + kStopDrainLimit;
-    // drained() is trusted only once every lcore has acknowledged the drain:
+    const auto give_up = std::chrono::steady_clock::now() + kQuiesceLimit;
+    // quiesced() is trusted only once every lcore has acknowledged the quiesce:
     // an lcore between rte_eth_rx_burst and its hand-off holds packets that
     // no ring or ticket shows yet.
     auto all_acknowledged = [&] {
       for (const auto& c : lcores_)
-        if (!c->drain_acknowledged.load(std::memory_order_acquire)) return false;
+        if (!c->quiesce_acknowledged.load(std::memory_order_acquire)) return false;
       return true;
     };
-    while (!(all_acknowledged() && drained()) && std::chrono::steady_clock::now() < give_up)
+    while (!(all_acknowledged() && quiesced()) && std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   state_.store(RunState::kStop, std::memory_order_relaxed);
@@ -385,7 +385,7 @@ void Dataplane::stop() {
   if (!running_) return;
   running_ = false;
   stop_tsc_ = rte_rdtsc();
-  for (auto& c : lcores_) drain_after_stop(*c);
+  for (auto& c : lcores_) discard_after_stop(*c);
 }
 
 std::uint64_t Dataplane::pool_size() const {

@@ -34,14 +34,16 @@ class Dataplane {
   Dataplane& operator=(const Dataplane&) = delete;
 
   void launch();
-  // Stops in two steps: first the lcores stop polling RX queues while parked
-  // and queued packets still reach their owners (at most kStopDrainLimit;
+  // Stops in two steps: first the lcores quiesce: they stop polling RX queues while parked
+  // and queued packets still reach their owners (at most kQuiesceLimit;
   // rings and tickets are trusted to be empty only once every lcore has
   // acknowledged that it polls no more);
   // then they stop, and whatever is still parked, queued or buffered is freed
-  // and counted as shutdown drops. Idempotent.
+  // and counted as shutdown drops. Idempotent. ("Quiesce" is this first
+  // step only; the TX flush timer is action.tx_drain_us, a profile key kept
+  // as it is.)
   void stop();
-  static constexpr std::chrono::milliseconds kStopDrainLimit{200};
+  static constexpr std::chrono::milliseconds kQuiesceLimit{200};
   bool running() const { return running_; }
 
   // Call from one thread (the control loop). Port counters carry across a
@@ -87,7 +89,7 @@ class Dataplane {
 
  private:
   PortCounters sample_port_counters(std::size_t profile_port) const;
-  bool drained() const;  // no ticket held, every ring empty, no TX stage holding packets
+  bool quiesced() const;  // no ticket held, every ring empty, no TX stage holding packets
   void build_lcores();   // contexts, rings, doorbells, shards, TX stages
   void release();        // closes the ports and frees the pools
   void create_pools();   // and the pool of each RX queue, by profile port

@@ -1,14 +1,14 @@
 // One loop for every lcore, whatever its role; it reads top to bottom:
-//   1. owners: offer what a full TX queue refused again; drain every inbound
+//   1. owners: offer what a full TX queue refused again; dequeue from every inbound
 //      ring whatever the RX side is doing, so no cycle of lcores can wait on
 //      each other. Only the owner's own TX queues can hold it (a TX stage
-//      without room for a burst), and they drain into the device, not into
+//      without room for a burst), and they empty into the device, not into
 //      another lcore;
 //   2. for each RX queue: retry its parking ticket; poll it only when no
 //      ticket is held and the TX stages have room; classify the burst, group
 //      it by owner keeping order, run this lcore's own share, hand the rest
 //      over;
-//   3. flush partial TX bursts and do housekeeping on the drain timer;
+//   3. flush partial TX bursts and do housekeeping on the TX flush timer;
 //   4. back off when nothing moved.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -156,7 +156,7 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
   });
 }
 
-unsigned drain_inbound(LcoreContext& c, std::uint64_t now) {
+unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {
   rte_mbuf* pkts[kMaxBurst];
   unsigned total = 0;
   for (MbufRing* ring : c.in_rings) {
@@ -266,7 +266,7 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
       if (released != 0) update_parked_owners(c);
       return false;
     }
-    const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    const unsigned n = q.ticket.discard([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q.stats.drops, DropReason::kParkTimeout, n);
     work += n;
   }
@@ -388,7 +388,7 @@ int lcore_main(void* arg) {
     unsigned work = 0;
     if (owner) {
       if (c.tx_held) work += retry_held_tx(c, now);
-      work += drain_inbound(c, now);
+      work += dequeue_inbound(c, now);
     }
     // An owner held by its TX queue polls no RX queue either: its own share
     // of a burst would have nowhere to go. Tickets are still retried.
@@ -396,10 +396,10 @@ int lcore_main(void* arg) {
       work += service_rx_queue(c, *q, now, state == RunState::kRun && (!owner || tx_has_room(c, now)));
     // This iteration polled no RX queue: everything taken before is now
     // where the main lcore can see it.
-    if (state == RunState::kDrain && !c.drain_acknowledged.load(std::memory_order_relaxed))
-      c.drain_acknowledged.store(true, std::memory_order_release);
+    if (state == RunState::kQuiesce && !c.quiesce_acknowledged.load(std::memory_order_relaxed))
+      c.quiesce_acknowledged.store(true, std::memory_order_release);
 
-    if (now - last_tick > c.tx_drain_tsc) {
+    if (now - last_tick > c.tx_flush_tsc) {
       const std::uint64_t since_tick = now - last_tick;
       last_tick = now;
       if (owner) {
@@ -424,7 +424,7 @@ int lcore_main(void* arg) {
     // Waking a doorbell sleeper costs the producer a syscall, so an owner
     // sleeps on it only once it has been idle for as long as one nap: short
     // gaps between bursts are spun through. A receiver whose every queue is
-    // parked has nothing to poll until its owners drain to the low watermark,
+    // parked has nothing to poll until its owners empty their rings to the low watermark,
     // which takes far longer than a nap: it naps at once.
     const bool nap = c.idle_sleep_us != 0 &&
                      ((idle >= c.idle_polls_before_sleep &&
@@ -452,9 +452,9 @@ int lcore_main(void* arg) {
   return 0;
 }
 
-void drain_after_stop(LcoreContext& c) {
+void discard_after_stop(LcoreContext& c) {
   for (auto& q : c.rx) {
-    const unsigned n = q->ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    const unsigned n = q->ticket.discard([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q->stats.drops, DropReason::kShutdown, n);
     q->stats.parked_now.set(0);
   }
