@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "dataplane/mbuf_pools.h"
 #include "dataplane/port.h"
 #include "dataplane/steer_meta.h"
 #include "dataplane/tsan.h"
@@ -114,15 +115,6 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     throw std::runtime_error("at most " + std::to_string(kMaxOwners) + " owner lcores, the profile has " +
                              std::to_string(profile_.steering.owner_lcores.size()));
 
-  static std::atomic<unsigned> instance{0};
-  const std::string pool_name = "qs_mbufs_" + std::to_string(instance.fetch_add(1));
-  pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
-                                  profile_.mempool.data_room, int(rte_socket_id()));
-  if (pool_ == nullptr)
-    throw std::runtime_error("cannot create the mbuf pool (" + std::to_string(profile_.mempool.mbufs) +
-                             " mbufs of " + std::to_string(profile_.mempool.data_room) +
-                             " bytes): " + rte_strerror(rte_errno) + "; raise EAL -m or lower mempool.mbufs");
-
   // Whatever fails from here on, nothing stays behind: a test process (or a
   // caller that retries) can build a data path on the same devices again.
   try {
@@ -130,8 +122,9 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
       port_ids_.push_back(find_or_probe_port(port));
       ports_open_ = true;
     }
+    create_pools();
     for (std::size_t i = 0; i < profile_.ports.size(); ++i)
-      configure_and_start_port(port_ids_[i], profile_.ports[i], pool_);
+      configure_and_start_port(port_ids_[i], profile_.ports[i], rx_queue_pools_[i]);
     port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
     build_lcores();
   } catch (...) {
@@ -176,11 +169,11 @@ void Dataplane::build_lcores() {
     ctx->park_timeout_tsc = us_to_tsc(profile_.backpressure.park_timeout_us);
     // A held ticket is offered to its owners once a microsecond, not on every
     // iteration: each offer reads the owner's ring index, a line the owner
-    // writes. An owner drains a ring to its low watermark in far longer.
+    // writes. An owner empties a ring down to its low watermark in far longer.
     ctx->ticket_retry_tsc = us_to_tsc(1);
     ctx->action = profile_.action.type;
     ctx->cost_cycles = l.cost_cycles.value_or(profile_.action.cost_cycles);
-    ctx->tx_drain_tsc = us_to_tsc(profile_.action.tx_drain_us);
+    ctx->tx_flush_tsc = us_to_tsc(profile_.action.tx_drain_us);
     ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
     ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
     ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
@@ -271,6 +264,52 @@ void Dataplane::build_lcores() {
   }
 }
 
+void Dataplane::create_pools() {
+  static_assert(kAnySocket == SOCKET_ID_ANY);
+  // The lcore polling each RX queue (the profile gives each exactly one).
+  std::vector<std::vector<int>> poller_socket(profile_.ports.size());
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    poller_socket[i].assign(profile_.ports[i].rx_queues, kAnySocket);
+  for (const auto& l : profile_.lcores)
+    for (const auto& ref : l.rx) poller_socket[ref.port][ref.queue] = int(rte_lcore_to_socket_id(l.id));
+
+  const int main_socket = int(rte_socket_id());
+  std::vector<std::vector<int>> queue_socket(profile_.ports.size());
+  std::vector<int> all;
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+    const int port_socket = rte_eth_dev_socket_id(port_ids_[i]);
+    for (int lcore_socket : poller_socket[i]) {
+      queue_socket[i].push_back(rx_pool_socket(port_socket, lcore_socket, main_socket));
+      all.push_back(queue_socket[i].back());
+    }
+  }
+  std::vector<int> sockets = pool_sockets(all);
+  if (sockets.empty()) sockets.push_back(main_socket);  // no RX queue: keep one pool, for pool()
+
+  static std::atomic<unsigned> instance{0};
+  const unsigned this_instance = instance.fetch_add(1);
+  for (int socket : sockets) {
+    const std::string name = "qs_mbufs_" + std::to_string(this_instance) + "_s" + std::to_string(socket);
+    rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
+                                                profile_.mempool.data_room, socket);
+    if (pool == nullptr)
+      throw std::runtime_error("cannot create the mbuf pool on socket " + std::to_string(socket) + " (" +
+                               std::to_string(profile_.mempool.mbufs) + " mbufs of " +
+                               std::to_string(profile_.mempool.data_room) + " bytes): " + rte_strerror(rte_errno) +
+                               "; raise EAL -m / --socket-mem for that socket or lower mempool.mbufs");
+    pools_.push_back(pool);
+  }
+  if (sockets.size() > 1) {
+    std::printf("mbuf pools: one per socket with RX queues, %u mbufs each, on sockets", profile_.mempool.mbufs);
+    for (int socket : sockets) std::printf(" %d", socket);
+    std::printf("\n");
+  }
+  rx_queue_pools_.assign(profile_.ports.size(), {});
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    for (int socket : queue_socket[i])
+      rx_queue_pools_[i].push_back(pools_[std::size_t(std::find(sockets.begin(), sockets.end(), socket) - sockets.begin())]);
+}
+
 Dataplane::~Dataplane() {
   stop();
   release();
@@ -278,8 +317,9 @@ Dataplane::~Dataplane() {
 
 void Dataplane::release() {
   close_ports_and_count_leaks();
-  if (pool_ != nullptr) rte_mempool_free(pool_);
-  pool_ = nullptr;
+  for (rte_mempool* pool : pools_) rte_mempool_free(pool);
+  pools_.clear();
+  rx_queue_pools_.clear();
   rte_free(rcu_);
   rcu_ = nullptr;
 }
@@ -332,7 +372,7 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
 void Dataplane::launch() {
   if (running_) return;
   state_.store(RunState::kRun, std::memory_order_relaxed);
-  for (auto& c : lcores_) c->drain_acknowledged.store(false, std::memory_order_relaxed);
+  for (auto& c : lcores_) c->quiesce_acknowledged.store(false, std::memory_order_relaxed);
   start_tsc_ = rte_rdtsc();
   for (auto& c : lcores_) {
     tsan_release(c.get());
@@ -345,7 +385,7 @@ void Dataplane::launch() {
   running_ = true;
 }
 
-bool Dataplane::drained() const {
+bool Dataplane::quiesced() const {
   for (const auto& c : lcores_) {
     if (c->owner_stats.tx_held_now.get() != 0) return false;
     for (const auto& q : c->rx)
@@ -357,21 +397,27 @@ bool Dataplane::drained() const {
 }
 
 void Dataplane::stop() {
+  // An owner asleep on its doorbell sees a new state only once woken.
+  auto wake_sleepers = [&] {
+    for (auto& d : doorbells_) d->ring();
+  };
   if (running_) {
-    state_.store(RunState::kDrain, std::memory_order_relaxed);
-    const auto give_up = std::chrono::steady_clock::now() + kStopDrainLimit;
-    // drained() is trusted only once every lcore has acknowledged the drain:
+    state_.store(RunState::kQuiesce, std::memory_order_relaxed);
+    wake_sleepers();
+    const auto give_up = std::chrono::steady_clock::now() + kQuiesceLimit;
+    // quiesced() is trusted only once every lcore has acknowledged the quiesce:
     // an lcore between rte_eth_rx_burst and its hand-off holds packets that
     // no ring or ticket shows yet.
     auto all_acknowledged = [&] {
       for (const auto& c : lcores_)
-        if (!c->drain_acknowledged.load(std::memory_order_acquire)) return false;
+        if (!c->quiesce_acknowledged.load(std::memory_order_acquire)) return false;
       return true;
     };
-    while (!(all_acknowledged() && drained()) && std::chrono::steady_clock::now() < give_up)
+    while (!(all_acknowledged() && quiesced()) && std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   state_.store(RunState::kStop, std::memory_order_relaxed);
+  wake_sleepers();
   for (auto& c : lcores_) {
     rte_eal_wait_lcore(c->lcore_id);
     tsan_acquire(c.get());
@@ -379,10 +425,20 @@ void Dataplane::stop() {
   if (!running_) return;
   running_ = false;
   stop_tsc_ = rte_rdtsc();
-  for (auto& c : lcores_) drain_after_stop(*c);
+  for (auto& c : lcores_) discard_after_stop(*c);
 }
 
-std::uint64_t Dataplane::pool_size() const { return pool_ == nullptr ? 0 : pool_->size; }
+std::uint64_t Dataplane::pool_size() const {
+  std::uint64_t size = 0;
+  for (const rte_mempool* pool : pools_) size += pool->size;
+  return size;
+}
+
+std::int64_t Dataplane::mbufs_in_use() const {
+  std::int64_t in_use = 0;
+  for (const rte_mempool* pool : pools_) in_use += std::int64_t(pool->size) - std::int64_t(rte_mempool_avail_count(pool));
+  return in_use;
+}
 
 std::uint16_t Dataplane::port_id(const std::string& name) const {
   const int i = profile_.port_index(name);
@@ -391,24 +447,21 @@ std::uint16_t Dataplane::port_id(const std::string& name) const {
 }
 
 std::int64_t Dataplane::close_ports_and_count_leaks() {
-  const auto in_use = [&] {
-    return pool_ == nullptr ? 0 : std::int64_t(pool_->size) - std::int64_t(rte_mempool_avail_count(pool_));
-  };
   if (ports_open_) {
     // The lcores have stopped and freed what they held: what is still out
     // now is in the devices (RX descriptors, TX queues, a net_ring's rings)
     // or leaked. Closing a port gives back what its device held, except
     // net_ring, whose close frees its rings with the mbufs still in them:
     // those are taken out first.
-    const std::int64_t before = in_use();
+    const std::int64_t before = mbufs_in_use();
     for (std::uint16_t id : port_ids_) {
       free_mbufs_in_net_ring(id);
       stop_and_close_port(id);
     }
     ports_open_ = false;
-    held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - in_use()));
+    held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - mbufs_in_use()));
   }
-  return in_use();
+  return mbufs_in_use();
 }
 
 PortCounters Dataplane::sample_port_counters(std::size_t i) const {

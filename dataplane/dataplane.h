@@ -1,5 +1,5 @@
 // Dataplane: builds the whole data path from a validated profile once EAL is
-// up (mempool, ports, rings, per-lcore contexts), launches the lcores, stops
+// up (mbuf pools, ports, rings, per-lcore contexts), launches the lcores, stops
 // them, and accounts for every mbuf at the end. Used by the quicsteer binary
 // and, in-process, by the integration tests.
 #pragma once
@@ -38,14 +38,16 @@ class Dataplane {
   Dataplane& operator=(const Dataplane&) = delete;
 
   void launch();
-  // Stops in two steps: first the lcores stop polling RX queues while parked
-  // and queued packets still reach their owners (at most kStopDrainLimit;
+  // Stops in two steps: first the lcores quiesce: they stop polling RX queues while parked
+  // and queued packets still reach their owners (at most kQuiesceLimit;
   // rings and tickets are trusted to be empty only once every lcore has
   // acknowledged that it polls no more);
   // then they stop, and whatever is still parked, queued or buffered is freed
-  // and counted as shutdown drops. Idempotent.
+  // and counted as shutdown drops. Idempotent. ("Quiesce" is this first
+  // step only; the TX flush timer is action.tx_drain_us, a profile key kept
+  // as it is.)
   void stop();
-  static constexpr std::chrono::milliseconds kStopDrainLimit{200};
+  static constexpr std::chrono::milliseconds kQuiesceLimit{200};
   bool running() const { return running_; }
 
   // Call from one thread (the control loop). Port counters carry across a
@@ -56,7 +58,7 @@ class Dataplane {
   void sample_port_counters() const;
 
   // Stops and closes the ports (a device may hold mbufs until then) and
-  // returns how many mbufs are not back in the pool. Call after stop().
+  // returns how many mbufs are not back in their pools. Call after stop().
   std::int64_t close_ports_and_count_leaks();
   // Mbufs that were not in the pool after the lcores stopped but came back
   // when the ports closed: they sat in the devices (RX descriptors, TX
@@ -79,20 +81,28 @@ class Dataplane {
   // 1 for the profile the data path was built from, +1 per applied reload.
   std::uint64_t steering_generation() const { return generation_; }
 
-  rte_mempool* pool() const { return pool_; }
-  std::uint64_t pool_size() const;
+  // One mbuf pool per NUMA socket that has RX queues (mbuf_pools.h), each of
+  // mempool.mbufs; pool() is the lowest socket's (the only one on a
+  // one-socket machine), for a test or benchmark that makes its own mbufs.
+  rte_mempool* pool() const { return pools_.empty() ? nullptr : pools_.front(); }
+  const std::vector<rte_mempool*>& pools() const { return pools_; }
+  std::uint64_t pool_size() const;  // mbufs in every pool together
   const Profile& profile() const { return profile_; }
   std::uint16_t port_id(const std::string& profile_port_name) const;
   const std::vector<std::unique_ptr<LcoreContext>>& lcores() const { return lcores_; }
 
  private:
   PortCounters sample_port_counters(std::size_t profile_port) const;
-  bool drained() const;  // no ticket held, every ring empty, no TX stage holding packets
+  bool quiesced() const;  // no ticket held, every ring empty, no TX stage holding packets
   void build_lcores();   // contexts, rings, doorbells, shards, TX stages
-  void release();        // closes the ports and frees the pool
+  void release();        // closes the ports and frees the pools
+  void create_pools();   // and the pool of each RX queue, by profile port
+  std::int64_t mbufs_in_use() const;  // across every pool
 
   Profile profile_;
-  rte_mempool* pool_ = nullptr;
+  std::vector<rte_mempool*> pools_;  // by ascending socket
+  // By profile port index, then RX queue: the pool that queue fills from.
+  std::vector<std::vector<rte_mempool*>> rx_queue_pools_;
   std::vector<std::uint16_t> port_ids_;  // by profile port index
   // Totals across device counter resets, by profile port index; snapshot()
   // folds each reading in.

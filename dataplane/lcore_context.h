@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,10 +25,10 @@ namespace qs {
 
 using MbufRing = SpscRing<rte_mbuf*>;
 
-// What the main lcore asks of the data path. kDrain stops taking packets from
+// What the main lcore asks of the data path. kQuiesce stops taking packets from
 // the RX queues but keeps everything else going, so that what is parked or
 // queued still reaches its owner before kStop.
-enum class RunState : int { kRun, kDrain, kStop };
+enum class RunState : int { kRun, kQuiesce, kStop };
 
 struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t port_id = 0;
@@ -52,9 +53,9 @@ struct LcoreContext {
   int owner_index = -1;  // -1: receives only
   const std::atomic<RunState>* state = nullptr;
   // Set by the lcore once it has finished an iteration in which it saw
-  // kDrain: whatever it had taken from an RX queue is then in a ring, a
+  // kQuiesce: whatever it had taken from an RX queue is then in a ring, a
   // ticket or a TX stage, where Dataplane::stop can see it.
-  std::atomic<bool> drain_acknowledged{false};
+  std::atomic<bool> quiesce_acknowledged{false};
 
   // Receiving side.
   std::vector<std::unique_ptr<RxQueueContext>> rx;
@@ -89,6 +90,11 @@ struct LcoreContext {
   // Owners that poll no RX queue sleep on this when idle, and the receivers
   // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
   Doorbell* doorbell = nullptr;
+  // The longest sleep on the doorbell, so that housekeeping (connection
+  // expiry) still runs on an idle owner; Dataplane::stop rings the doorbell,
+  // so a stop never waits for it. A test lengthens it to show that the
+  // doorbell, not this limit, wakes the owner for traffic.
+  std::chrono::nanoseconds doorbell_sleep_limit = std::chrono::milliseconds(1);
   std::unique_ptr<ConnectionTable> cids;         // this owner's CIDs
   std::unique_ptr<ConnectionTable> connections;  // the connections they belong to
   ConnectionShard shard;                         // both, for the connection stage
@@ -116,7 +122,7 @@ struct LcoreContext {
   std::uint64_t ticket_retry_tsc = 0;  // how often a held ticket is offered to its owners
   OwnerAction action = OwnerAction::kForward;
   std::uint32_t cost_cycles = 0;
-  std::uint64_t tx_drain_tsc = 0;
+  std::uint64_t tx_flush_tsc = 0;  // action.tx_drain_us: a partial TX burst waits at most this long
   std::uint64_t idle_timeout_tsc = 0;
   std::uint32_t idle_sleep_us = 0;
   std::uint64_t idle_sleep_tsc = 0;
@@ -128,6 +134,6 @@ int lcore_main(void* arg);
 
 // After every lcore has returned: flushes TX stages and frees what is still
 // parked or queued, counting it as DropReason::kShutdown. Control path.
-void drain_after_stop(LcoreContext& ctx);
+void discard_after_stop(LcoreContext& ctx);
 
 }  // namespace qs

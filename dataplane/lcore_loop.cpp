@@ -1,14 +1,14 @@
 // One loop for every lcore, whatever its role; it reads top to bottom:
-//   1. owners: offer what a full TX queue refused again; drain every inbound
+//   1. owners: offer what a full TX queue refused again; dequeue from every inbound
 //      ring whatever the RX side is doing, so no cycle of lcores can wait on
 //      each other. Only the owner's own TX queues can hold it (a TX stage
-//      without room for a burst), and they drain into the device, not into
+//      without room for a burst), and they empty into the device, not into
 //      another lcore;
 //   2. for each RX queue: retry its parking ticket; poll it only when no
 //      ticket is held and the TX stages have room; classify the burst, group
 //      it by owner keeping order, run this lcore's own share, hand the rest
 //      over;
-//   3. flush partial TX bursts and do housekeeping on the drain timer;
+//   3. flush partial TX bursts and do housekeeping on the TX flush timer;
 //   4. back off when nothing moved.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -156,7 +156,7 @@ void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uin
   });
 }
 
-unsigned drain_inbound(LcoreContext& c, std::uint64_t now) {
+unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {
   rte_mbuf* pkts[kMaxBurst];
   unsigned total = 0;
   for (MbufRing* ring : c.in_rings) {
@@ -276,7 +276,7 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
       if (released != 0) update_parked_owners(c);
       return false;
     }
-    const unsigned n = q.ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    const unsigned n = q.ticket.discard([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q.stats.drops, DropReason::kParkTimeout, n);
     work += n;
   }
@@ -350,17 +350,25 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
 }
 
 // The doorbell protocol (rings/doorbell.h): announce, re-check, then sleep.
-// The wait is capped so that housekeeping and the stop flag are still seen.
-void sleep_on_doorbell(LcoreContext& c) {
-  constexpr std::chrono::microseconds kLongestSleep{1000};
+// The re-check covers the run state too: Dataplane::stop changes it and
+// then rings, so a stop is never left waiting for the sleep limit.
+void sleep_on_doorbell(LcoreContext& c, RunState seen) {
   c.doorbell->prepare_sleep();
+  if (c.state->load(std::memory_order_relaxed) != seen) {
+    c.doorbell->cancel_sleep();
+    return;
+  }
   for (const MbufRing* ring : c.in_rings) {
     if (!ring->empty()) {
       c.doorbell->cancel_sleep();
       return;
     }
   }
-  if (c.doorbell->sleep(kLongestSleep) == Doorbell::Wake::kRung) c.loop_stats.doorbell_wakes.add();
+  switch (c.doorbell->sleep(c.doorbell_sleep_limit)) {
+    case Doorbell::Wake::kRung: c.loop_stats.doorbell_wakes.add(); break;
+    case Doorbell::Wake::kTimedOut: c.loop_stats.doorbell_timeouts.add(); break;
+    case Doorbell::Wake::kShutdown: break;
+  }
 }
 
 bool all_queues_parked(const LcoreContext& c) {
@@ -392,7 +400,7 @@ int lcore_main(void* arg) {
     unsigned work = 0;
     if (owner) {
       if (c.tx_held) work += retry_held_tx(c, now);
-      work += drain_inbound(c, now);
+      work += dequeue_inbound(c, now);
     }
     // An owner held by its TX queue polls no RX queue either: its own share
     // of a burst would have nowhere to go. Tickets are still retried.
@@ -400,10 +408,10 @@ int lcore_main(void* arg) {
       work += service_rx_queue(c, *q, now, state == RunState::kRun && (!owner || tx_has_room(c, now)));
     // This iteration polled no RX queue: everything taken before is now
     // where the main lcore can see it.
-    if (state == RunState::kDrain && !c.drain_acknowledged.load(std::memory_order_relaxed))
-      c.drain_acknowledged.store(true, std::memory_order_release);
+    if (state == RunState::kQuiesce && !c.quiesce_acknowledged.load(std::memory_order_relaxed))
+      c.quiesce_acknowledged.store(true, std::memory_order_release);
 
-    if (now - last_tick > c.tx_drain_tsc) {
+    if (now - last_tick > c.tx_flush_tsc) {
       const std::uint64_t since_tick = now - last_tick;
       last_tick = now;
       if (owner) {
@@ -436,7 +444,7 @@ int lcore_main(void* arg) {
     // Waking a doorbell sleeper costs the producer a syscall, so an owner
     // sleeps on it only once it has been idle for as long as one nap: short
     // gaps between bursts are spun through. A receiver whose every queue is
-    // parked has nothing to poll until its owners drain to the low watermark,
+    // parked has nothing to poll until its owners empty their rings to the low watermark,
     // which takes far longer than a nap: it naps at once.
     const bool nap = c.idle_sleep_us != 0 &&
                      ((idle >= c.idle_polls_before_sleep &&
@@ -454,7 +462,7 @@ int lcore_main(void* arg) {
     // Offline while asleep, so that a reload does not wait for the nap.
     rte_rcu_qsbr_thread_offline(c.rcu, c.rcu_thread);
     if (c.doorbell != nullptr && !c.tx_held) {
-      sleep_on_doorbell(c);
+      sleep_on_doorbell(c, state);
     } else {
       rte_delay_us_sleep(c.idle_sleep_us);
     }
@@ -464,9 +472,9 @@ int lcore_main(void* arg) {
   return 0;
 }
 
-void drain_after_stop(LcoreContext& c) {
+void discard_after_stop(LcoreContext& c) {
   for (auto& q : c.rx) {
-    const unsigned n = q->ticket.drain([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
+    const unsigned n = q->ticket.discard([](rte_mbuf* m, std::uint16_t) { rte_pktmbuf_free(m); });
     count_drop(q->stats.drops, DropReason::kShutdown, n);
     q->stats.parked_now.set(0);
   }

@@ -59,6 +59,7 @@ struct alignas(kCacheLine) LoopStats {
   Counter busy_cycles;  // TSC cycles of iterations that moved at least one packet
   Counter idle_sleeps;  // times the idle back-off slept
   Counter doorbell_wakes;  // sleeps a producer's doorbell ended early
+  Counter doorbell_timeouts;  // doorbell sleeps that ran to LcoreContext::doorbell_sleep_limit
 };
 
 // One per producer->owner ring: the producer records the deepest occupancy it saw.

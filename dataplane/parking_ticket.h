@@ -67,9 +67,10 @@ class ParkingTicket {
     return released;
   }
 
-  // Empties the ticket in arrival order (timeout, shutdown).
+  // Gives every parked packet to `sink` in arrival order and empties the
+  // ticket (timeout, shutdown: the sink frees them).
   template <class Sink>
-  unsigned drain(Sink&& sink) {
+  unsigned discard(Sink&& sink) {
     const unsigned n = count_;
     for (unsigned i = 0; i < n; ++i) sink(packets_[i], owners_[i]);
     count_ = 0;

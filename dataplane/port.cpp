@@ -119,6 +119,12 @@ std::uint16_t find_or_probe_port(const PortConfig& cfg) {
 }
 
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool) {
+  configure_and_start_port(port_id, cfg, std::vector<rte_mempool*>(cfg.rx_queues, pool));
+}
+
+void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
+                              const std::vector<rte_mempool*>& rx_queue_pools) {
+  if (rx_queue_pools.size() != cfg.rx_queues) fail(cfg, "internal: one mbuf pool per RX queue expected");
   rte_eth_dev_info info{};
   int rc = rte_eth_dev_info_get(port_id, &info);
   if (rc != 0) fail(cfg, "cannot read device info: " + err(rc));
@@ -156,7 +162,10 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_
   rte_eth_rxconf rxconf = info.default_rxconf;
   rxconf.rx_drop_en = cfg.rx_drop_en ? 1 : 0;
   for (std::uint16_t q = 0; q < cfg.rx_queues; ++q) {
-    rc = rte_eth_rx_queue_setup(port_id, q, cfg.rx_descriptors, sock, &rxconf, pool);
+    // The descriptors sit with the mbufs they point to: on the pool's socket,
+    // which is the port's, or the polling lcore's for a port on no socket.
+    rte_mempool* pool = rx_queue_pools[q];
+    rc = rte_eth_rx_queue_setup(port_id, q, cfg.rx_descriptors, unsigned(pool->socket_id), &rxconf, pool);
     if (rc != 0) fail(cfg, "RX queue " + std::to_string(q) + " setup failed: " + err(rc));
   }
   rte_eth_txconf txconf = info.default_txconf;

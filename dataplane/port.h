@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dataplane/profile.h"
 
@@ -25,6 +26,11 @@ std::uint16_t find_or_probe_port(const PortConfig& cfg);
 // Configures queues, descriptors, RSS, MTU, flow control and per-queue drop
 // on port_id and starts it. Prints one line per port saying what is in force
 // (RSS hash types, flow control accepted or not, the back-pressure mode).
+// RX queue q fills from rx_queue_pools[q] and has its descriptors on that
+// pool's socket (one entry per RX queue of cfg).
+void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
+                              const std::vector<rte_mempool*>& rx_queue_pools);
+// Every RX queue from the one pool (tools that make a single pool).
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool);
 
 // Throws PortError unless `want` descriptors (dir: "rx" or "tx") lie in the

@@ -2,8 +2,9 @@
 // producers without ever losing a wakeup.
 //
 // Consumer protocol (the order matters):
-//   1. drain every ring it serves to empty (signals coalesce: one wakeup can
-//      stand for many enqueues, so a partial drain may never be signalled again);
+//   1. dequeue from every ring it serves until empty (signals coalesce: one
+//      wakeup can stand for many enqueues, so a ring left non-empty may never
+//      be signalled again);
 //   2. prepare_sleep()                       -- announce the intention to sleep
 //   3. re-check every ring; if any is non-empty: cancel_sleep(), go to 1
 //   4. sleep(timeout)                        -- then go to 1
@@ -92,13 +93,13 @@ class Doorbell {
       wake = ready > 0 ? Wake::kRung : Wake::kTimedOut;
       if (ready > 0) {
         // Consume the pending count (all coalesced signals at once). The fd is
-        // non-blocking, so a concurrent drain can never block here.
+        // non-blocking, so a concurrent read can never block here.
         std::uint64_t count;
         [[maybe_unused]] const ssize_t got = ::read(fd_, &count, sizeof count);
       }
     }
     // acquire pairs with ring()'s release RMW, for callers that skip the
-    // re-check after waking (they must still drain, which re-reads the rings).
+    // re-check after waking (they must still dequeue, which re-reads the rings).
     const std::uint32_t before = state_.fetch_and(~kSleeping, std::memory_order_acq_rel);
     if ((before & kShutdown) != 0) wake = Wake::kShutdown;
     return wake;
@@ -140,7 +141,7 @@ class Doorbell {
   void signal() noexcept {
     const std::uint64_t one = 1;
     // Can only fail with EAGAIN once the counter nears 2^64 - 1, which cannot
-    // happen: at most one write per sleep, and every wake drains it.
+    // happen: at most one write per sleep, and every wake reads it back to zero.
     [[maybe_unused]] const ssize_t put = ::write(fd_, &one, sizeof one);
   }
 

@@ -9,7 +9,7 @@
 // rate (overload x the owner's capacity) into the RX rte_ring of a ring port,
 // the stand-in for the NIC's RX descriptors. A frame that finds the ring full
 // is missed at the RX queue, exactly what a NIC counts as imissed: dropped
-// before any CPU touched it, and never retried. The generator also drains the
+// before any CPU touched it, and never retried. The generator also empties the
 // TX ring: what arrives there is the goodput.
 //
 // Layout (fixed, named in the output): lcore 1 receives (no owner), lcore 2
@@ -168,12 +168,12 @@ RunResult run_once(const std::string& policy, const Options& opt, double offered
   WireCounts w;
   std::size_t next_frame = 0;
   rte_mbuf* mbufs[kGenBurst];
-  void* drained[kGenBurst];
+  void* taken[kGenBurst];
 
-  auto drain_tx = [&] {
+  auto empty_tx = [&] {
     unsigned n, total = 0;
-    while ((n = rte_ring_dequeue_burst(tx, drained, kGenBurst, nullptr)) != 0) {
-      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(drained), n);
+    while ((n = rte_ring_dequeue_burst(tx, taken, kGenBurst, nullptr)) != 0) {
+      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(taken), n);
       w.delivered += n;
       total += n;
     }
@@ -217,7 +217,7 @@ RunResult run_once(const std::string& policy, const Options& opt, double offered
       w.missed_rx += want - room + (built - enq);
       w.offered += want;
     }
-    drain_tx();
+    empty_tx();
     // Always, even when frames were due: a generator that never sleeps would
     // take the receiver's CPU away in timeslices of milliseconds. The rate
     // stays exact (what is due is computed from the TSC); a batch is ~100 us
@@ -227,7 +227,7 @@ RunResult run_once(const std::string& policy, const Options& opt, double offered
   }
 
   dp.stop();
-  drain_tx();
+  empty_tx();
   std::uint64_t never_received = 0;
   void* m;
   while (rte_ring_dequeue(rx, &m) == 0) {

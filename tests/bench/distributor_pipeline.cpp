@@ -100,7 +100,7 @@ struct WorkerLcore {
   std::unique_ptr<qs::ConnectionTable> cids;
   std::unique_ptr<qs::ConnectionTable> connections;
   qs::ConnectionShard shard;
-  std::uint64_t tx_drain_tsc = 0;
+  std::uint64_t tx_flush_tsc = 0;
   qs::OwnerStats stats;  // the owners' counters: same stage, same names
 };
 
@@ -177,7 +177,7 @@ int worker_main(void* arg) {
     // Asking again only after the work is done keeps each tag on one worker
     // at a time (the distributor takes a request as "previous packets done").
     if (n >= 0) rte_distributor_request_pkt(d, w.id, nullptr, 0);
-    if (now - last_flush > w.tx_drain_tsc) {
+    if (now - last_flush > w.tx_flush_tsc) {
       last_flush = now;
       w.stats.tx.add(rte_eth_tx_buffer_flush(w.tx_port, std::uint16_t(w.id), w.tx_buffer));
     }
@@ -291,7 +291,7 @@ int run(const qs::Profile& profile, const AppArgs& args) {
     w->connections = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
     w->shard = qs::ConnectionShard{w->cids.get(), w->connections.get(), seed,
                                    std::uint64_t(profile.action.idle_timeout_ms) * (rte_get_tsc_hz() / 4000)};
-    w->tx_drain_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
+    w->tx_flush_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
     w->tx_buffer = static_cast<rte_eth_dev_tx_buffer*>(
         rte_zmalloc("dist_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile.rings.burst), RTE_CACHE_LINE_SIZE));
     if (w->tx_buffer == nullptr) throw std::runtime_error("cannot allocate a TX buffer");

@@ -27,7 +27,7 @@ struct Layout {
   unsigned park_timeout_us = 10000000;  // far beyond any test's run: no timeouts
   unsigned slow_cost = 0;               // cycles per packet on owner lcore 2
   unsigned fast_cost = 0;               // on owner lcore 3
-  unsigned tx_ring_size = 1 << 17;      // each owner's TX queue (a ring the test drains)
+  unsigned tx_ring_size = 1 << 17;      // each owner's TX queue (a ring the test empties)
 };
 
 // Pipeline layout: lcore 1 receives on both RX queues and owns nothing;
@@ -81,7 +81,7 @@ PipelineRun run_pipeline(const Layout& l, std::uint32_t connections, std::uint64
 
 // What one owner sends of one connection from one RX queue leaves in arrival
 // order. (A connection's first flight and its later packets go to different
-// owners, and the test drains the owners' TX rings one after the other, so
+// owners, and the test empties the owners' TX rings one after the other, so
 // order across owners says nothing.)
 void expect_in_order(const ScenarioResult& r, const PreparedTraffic& t) {
   std::map<std::tuple<unsigned, int, unsigned>, std::uint64_t> last;
@@ -210,7 +210,7 @@ TEST(Backpressure, ParkTimeoutDropsOnlyTheStalledOwnersPacketsAndOthersFlow) {
 }
 
 // Two lcores that both receive and own, each sending everything it receives
-// to the other, with tiny rings filled to the brim: inbound rings are drained
+// to the other, with tiny rings filled to the brim: inbound rings are dequeued from
 // every iteration whatever the RX side's state, so neither waits on the other.
 TEST(Backpressure, CrossTrafficBetweenTwoFullRingsDoesNotDeadlock) {
   const std::string yaml =
@@ -271,7 +271,7 @@ TEST(Backpressure, StopUnderLoadDeliversWhatWasTakenAndReturnsEveryMbuf) {
 // Stop while the receiver is between rte_eth_rx_burst and its hand-off: it
 // runs its own (slow) share of each burst before handing the rest to the
 // other owner, so at almost any moment it holds packets that no ring or
-// ticket shows. The stop waits for every lcore to acknowledge the drain
+// ticket shows. The stop waits for every lcore to acknowledge the quiesce
 // before it trusts that rings and tickets are empty, so those packets are
 // delivered, not counted as shutdown drops.
 TEST(Backpressure, StopDuringAReceiveBurstDeliversWhatItTook) {
@@ -308,7 +308,7 @@ TEST(Backpressure, StopDuringAReceiveBurstDeliversWhatItTook) {
 }
 
 // An owner that is stuck (milliseconds a packet) cannot hold up the
-// stop: after Dataplane::kStopDrainLimit what is still parked or queued is
+// stop: after Dataplane::kQuiesceLimit what is still parked or queued is
 // freed and counted as shutdown drops, and every mbuf is back.
 TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
   Layout l;
@@ -370,7 +370,7 @@ TEST(Backpressure, ParkedQueueResumesOnlyAtTheLowWatermark) {
   EXPECT_LE(parks, taken / 40 + 1) << taken << " packets taken by the owner";
 }
 
-// The chain from the TX queue back to the sender: the test drains each
+// The chain from the TX queue back to the sender: the test empties each
 // owner's TX queue (a 64-descriptor ring) a few packets at a time, far slower
 // than the owners produce. Under park the owners keep what TX refuses, stop
 // taking work, their rings fill, the receiver parks and the sender's RX ring
@@ -442,20 +442,36 @@ TEST(Backpressure, StalledTxQueueTimesOutAndCountsWhatItDrops) {
 
 // Owners that poll no RX queue sleep on a doorbell when idle; the receiver
 // rings it after handing packets over. The sender pauses between bursts, so
-// the owners fall asleep again and again, and every packet must still arrive
-// (woken by the doorbell, not left until a timer).
+// the owners fall asleep again and again, and every packet must still arrive,
+// woken by the doorbell, not left until a timer: the owners' sleep limit
+// (1 ms in service) is raised to seconds, and no sleep may run to it. A
+// receiver that forgot to ring leaves packets in the ring until the limit:
+// the run then stops at the first timed-out sleep and fails.
 TEST(Backpressure, IdleOwnersSleepOnTheDoorbellAndWakeForTraffic) {
   Layout l;
+  const std::string yaml = pipeline_profile(l);
+  const PreparedTraffic t = quic_only_traffic(100, steering_of(yaml), 17);
+  RingPort port(2, 128, 2, l.tx_ring_size);
+  Scenario s(yaml, port);
+  for (const auto& c : s.dataplane().lcores()) c->doorbell_sleep_limit = std::chrono::seconds(5);
+  auto timed_out_sleeps = [&] {
+    std::uint64_t n = 0;
+    for (const auto& c : s.dataplane().lcores()) n += c->loop_stats.doorbell_timeouts.get();
+    return n;
+  };
   RunOptions paced;
   paced.after_send = [](std::size_t i) {
     if (i % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   };
-  const auto [t, r] = run_pipeline(l, 100, 17, paced);
+  paced.stop_early = [&](const ScenarioResult&) { return timed_out_sleeps() != 0; };
+  const ScenarioResult r = s.run(t.frames, t.queue_of, paced);
+  EXPECT_EQ(timed_out_sleeps(), 0u) << "an owner slept to its limit with packets waiting: the doorbell was not rung";
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.accounting, "") << "the identities of a run";
   EXPECT_EQ(r.stats.drops_sum(), 0u);
   EXPECT_EQ(r.delivered.size(), r.sent);
+  EXPECT_EQ(r.sent, t.frames.size());
   ASSERT_EQ(r.stats.lcores.size(), 3u);
   for (unsigned i = 1; i < 3; ++i) {
     const LcoreSnapshot& owner = r.stats.lcores[i];

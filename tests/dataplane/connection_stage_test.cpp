@@ -2,7 +2,9 @@
 // reference model: quicgen traffic with migrations and NAT rebindings goes
 // through MbufClassifier (which leaves the SteerMeta) and run_connection_burst
 // in bursts of every shape, and the counts of new connections, migrations and
-// untracked packets must be what a plain map of DCID -> 4-tuple says. The
+// untracked packets must be what a plain map of DCID -> 4-tuple says, filled
+// from the generator's record of each packet and the model's own parse of
+// the frames. The
 // stage works in passes over a burst, so bursts of 1, odd sizes and more than
 // its 64-packet chunk are all run; the action must see every packet once, in
 // order. Also: the dataplane's shards come from EAL memory on the owner's
@@ -12,6 +14,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,6 +32,8 @@
 namespace qs {
 namespace {
 
+constexpr std::uint64_t kSeed = 0x1234;  // the DCID hash's key
+
 SteeringConfig steering() {
   const std::string yaml =
       "ports:\n  - {name: p, device: \"net_null0\"}\nlcores:\n  - {id: 1, rx: [\"p:0\"], owner: true}\n"
@@ -37,38 +42,139 @@ SteeringConfig steering() {
   return parse_profile(yaml, "stage.yaml").steering;
 }
 
-struct Expected {
-  std::uint64_t connections = 0, migrations = 0, untracked = 0, not_quic = 0;
+
+// The model's own reading of a frame's addresses and ports, from the wire
+// formats and nothing of the code under test (not SteerMeta's offsets, not
+// read_four_tuple, not FourTuple's comparison): Ethernet, any number of
+// 802.1Q / 802.1ad tags, IPv4 (with its IHL) or IPv6, then UDP.
+struct ModelTuple {
+  bool ipv6 = false;
+  std::string src, dst;  // address octets
+  std::uint16_t src_port = 0, dst_port = 0;
+  bool operator==(const ModelTuple&) const = default;
 };
 
+// Where the frame's UDP payload starts, and its addresses and ports.
+ModelTuple parse_tuple(const std::vector<std::uint8_t>& f, std::size_t& udp_payload) {
+  auto be16 = [&](std::size_t at) { return std::uint16_t(f.at(at) << 8 | f.at(at + 1)); };
+  std::size_t at = 12;
+  while (be16(at) == 0x8100 || be16(at) == 0x88a8) at += 4;
+  const std::uint16_t ether_type = be16(at);
+  at += 2;
+  ModelTuple t;
+  std::size_t udp;
+  if (ether_type == 0x86dd) {
+    t.ipv6 = true;
+    EXPECT_EQ(f.at(at + 6), 17) << "IPv6 next header is not UDP";
+    t.src.assign(f.begin() + long(at + 8), f.begin() + long(at + 24));
+    t.dst.assign(f.begin() + long(at + 24), f.begin() + long(at + 40));
+    udp = at + 40;
+  } else {
+    EXPECT_EQ(ether_type, 0x0800);
+    EXPECT_EQ(f.at(at + 9), 17) << "IPv4 protocol is not UDP";
+    t.src.assign(f.begin() + long(at + 12), f.begin() + long(at + 16));
+    t.dst.assign(f.begin() + long(at + 16), f.begin() + long(at + 20));
+    udp = at + std::size_t(f.at(at) & 0x0f) * 4;
+  }
+  t.src_port = be16(udp);
+  t.dst_port = be16(udp + 2);
+  udp_payload = udp + 8;
+  return t;
+}
+
+struct ModelEntry {
+  ModelTuple tuple;  // the latest
+  std::uint32_t migrations = 0;
+};
+
+struct Expected {
+  std::uint64_t connections = 0, migrations = 0, untracked = 0, not_quic = 0;
+  std::map<std::string, ModelEntry> table;  // by DCID
+};
+
+// The same from the generator's ground truth, for packets of a connection:
+// checks the model's parser against what quicgen says it wrote.
+ModelTuple fixture_tuple(const traffic::Traffic& traffic, const traffic::Packet& p) {
+  const traffic::Connection& c = traffic.connections[std::size_t(p.connection)];
+  const traffic::FourTuple& ft = p.post_migration ? c.migrated : c.original;
+  auto bytes = [](const traffic::IpAddress& ip) {
+    return std::string(ip.bytes.begin(), ip.bytes.begin() + long(ip.size()));
+  };
+  ModelTuple client{ft.client_ip.v6, bytes(ft.client_ip), bytes(ft.server_ip), ft.client_port, ft.server_port};
+  if (p.direction == traffic::Direction::kClientToServer) return client;
+  return ModelTuple{client.ipv6, client.dst, client.src, client.dst_port, client.src_port};
+}
+
 // What the stage must count: a table of at most `max` CIDs, never expired.
-Expected model(const std::vector<rte_mbuf*>& pkts, std::uint32_t max) {
+// QUIC-ness comes from the generator's record of each packet. The DCID is
+// read from the frame at the model's own offset: a long header says its
+// length; a short header does not, and the key is as many octets as steering
+// decided (SteerMeta::dcid_len: the QUIC-LB config's CID length or
+// steering.short_dcid_len), which starts with the CID the generator wrote.
+Expected model(const traffic::Traffic& traffic, const std::vector<rte_mbuf*>& pkts, std::uint32_t max) {
   Expected e;
-  std::map<std::string, FourTuple> table;
-  for (rte_mbuf* m : pkts) {
-    const SteerMeta& meta = *steer_meta(m);
-    if (!(meta.flags & kSteerMetaQuic)) {
+  auto& table = e.table;
+  for (std::size_t i = 0; i < traffic.packets.size(); ++i) {
+    const traffic::Packet& p = traffic.packets[i];
+    if (p.dcid.empty()) {  // non-QUIC UDP and malformed QUIC carry none
       ++e.not_quic;
       continue;
     }
-    const std::uint8_t* cid = dcid_of(m, meta);
-    const std::string key(reinterpret_cast<const char*>(cid), meta.dcid_len);
-    FourTuple t;
-    read_four_tuple(m, meta, t);
-    const auto it = table.find(key);
+    // QUIC v1 and v2 CIDs are at most 20 octets (RFC 9000 17.2); a longer
+    // DCID (an unknown version's) fits no table key and is counted apart.
+    if (p.dcid.size() > 20) continue;
+    std::size_t payload = 0;
+    const ModelTuple t = parse_tuple(p.frame, payload);
+    if (p.connection >= 0) {
+      EXPECT_EQ(t, fixture_tuple(traffic, p)) << "the model misreads a frame";
+    }
+    const bool long_header = (p.frame.at(payload) & 0x80) != 0;
+    const std::size_t dcid_at = payload + (long_header ? 6 : 1);
+    const std::size_t dcid_len = long_header ? p.frame.at(payload + 5) : steer_meta(pkts[i])->dcid_len;
+    const std::string dcid(p.frame.begin() + long(dcid_at), p.frame.begin() + long(dcid_at + dcid_len));
+    const std::size_t common = std::min(dcid.size(), p.dcid.size());
+    EXPECT_EQ(dcid.substr(0, common), std::string(p.dcid.begin(), p.dcid.begin() + long(common)))
+        << "frame " << i << ": the model reads another DCID than the generator wrote";
+    const auto it = table.find(dcid);
     if (it == table.end()) {
       if (table.size() >= max) {
         ++e.untracked;
         continue;
       }
-      table.emplace(key, t);
+      table.emplace(dcid, ModelEntry{t, 0});
       ++e.connections;
-    } else if (!(it->second == t)) {
-      it->second = t;
+    } else if (!(it->second.tuple == t)) {
+      it->second.tuple = t;
+      ++it->second.migrations;
       ++e.migrations;
     }
   }
   return e;
+}
+
+// Every connection the model holds is in the shard with the model's latest
+// 4-tuple, octet by octet, and the same number of migrations.
+void expect_table_holds(ConnectionTable& table, const Expected& want) {
+  unsigned wrong = 0;
+  for (const auto& [dcid, entry] : want.table) {
+    const auto* cid = reinterpret_cast<const std::uint8_t*>(dcid.data());
+    const Connection* c = table.find(ConnectionTable::hash_cid(cid, unsigned(dcid.size()), kSeed), cid,
+                                     unsigned(dcid.size()));
+    if (c == nullptr) {
+      ADD_FAILURE() << "a connection the model holds is not in the shard";
+      return;
+    }
+    const ModelTuple& t = entry.tuple;
+    const auto* sport = reinterpret_cast<const std::uint8_t*>(&c->tuple.src_port);
+    const auto* dport = reinterpret_cast<const std::uint8_t*>(&c->tuple.dst_port);
+    const bool same = c->tuple.ipv6 == t.ipv6 &&
+                      std::string(reinterpret_cast<const char*>(c->tuple.src_addr), t.src.size()) == t.src &&
+                      std::string(reinterpret_cast<const char*>(c->tuple.dst_addr), t.dst.size()) == t.dst &&
+                      (sport[0] << 8 | sport[1]) == t.src_port && (dport[0] << 8 | dport[1]) == t.dst_port &&
+                      c->migrations == entry.migrations;
+    wrong += !same;
+  }
+  EXPECT_EQ(wrong, 0u) << "connections whose 4-tuple or migrations differ from the model's";
 }
 
 class ConnectionStageTest : public ::testing::Test {
@@ -106,7 +212,7 @@ class ConnectionStageTest : public ::testing::Test {
   // checks that the action saw each packet once, in order.
   void run(ConnectionTable& table, const std::vector<unsigned>& sizes, OwnerStats& stats) {
     ConnectionTable connections(1u << 20);
-    ConnectionShard shard{&table, &connections, 0x1234, 1ull << 40};
+    ConnectionShard shard{&table, &connections, kSeed, 1ull << 40};
     std::vector<rte_mbuf*> seen;
     std::size_t next = 0;
     for (std::size_t k = 0; next < pkts_.size(); ++k) {
@@ -124,7 +230,7 @@ class ConnectionStageTest : public ::testing::Test {
 };
 
 TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
-  const Expected want = model(pkts_, 1u << 20);
+  const Expected want = model(traffic_, pkts_, 1u << 20);
   ASSERT_GT(want.connections, 600u);  // client Initial DCIDs and server CIDs
   ASSERT_GT(want.migrations, 50u);
   ASSERT_GT(want.not_quic, 0u);
@@ -137,11 +243,12 @@ TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
     EXPECT_EQ(s.connections_untracked.get(), 0u);
     EXPECT_EQ(s.processed.get(), pkts_.size());
     EXPECT_EQ(table.size(), want.connections);
+    expect_table_holds(table, want);
   }
 }
 
 TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
-  const Expected want = model(pkts_, 100);
+  const Expected want = model(traffic_, pkts_, 100);
   ASSERT_GT(want.untracked, 0u);
   ConnectionTable table(100);
   OwnerStats s;

@@ -1,4 +1,4 @@
-// ParkingTicket on its own: order per owner, partial releases, draining.
+// ParkingTicket on its own: order per owner, partial releases, discarding.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -53,9 +53,9 @@ TEST(ParkingTicket, KeepsWhatAnOwnerDidNotTakeAndItsOrder) {
     return 0u;
   });
   EXPECT_EQ(left, (std::vector<int>{11, 12}));
-  std::vector<int> drained;
-  EXPECT_EQ(t.drain([&](int p, std::uint16_t) { drained.push_back(p); }), 4u);
-  EXPECT_EQ(drained, (std::vector<int>{20, 11, 21, 12}));
+  std::vector<int> discarded;
+  EXPECT_EQ(t.discard([&](int p, std::uint16_t) { discarded.push_back(p); }), 4u);
+  EXPECT_EQ(discarded, (std::vector<int>{20, 11, 21, 12}));
   EXPECT_FALSE(t.held());
 }
 
@@ -64,7 +64,7 @@ TEST(ParkingTicket, HoldsAFullBurst) {
   for (unsigned i = 0; i < kMaxBurst; ++i) t.park(i, std::uint16_t(i % 3), 1);
   EXPECT_EQ(t.count(), kMaxBurst);
   std::vector<unsigned> order;
-  t.drain([&](unsigned p, std::uint16_t owner) {
+  t.discard([&](unsigned p, std::uint16_t owner) {
     EXPECT_EQ(owner, p % 3);
     order.push_back(p);
   });
@@ -84,7 +84,7 @@ TEST(ParkingTicket, OwnerMaskFollowsWhatIsParked) {
   EXPECT_EQ(t.owner_mask(), 1ull << 63);
   t.restart_clock(40);
   EXPECT_EQ(t.issued_tsc(), 40u);
-  t.drain([](int, std::uint16_t) {});
+  t.discard([](int, std::uint16_t) {});
   EXPECT_EQ(t.owner_mask(), 0u);
 }
 

@@ -1,10 +1,10 @@
 // Integration-test harness: a quicsteer Dataplane on a port made of rte_rings.
 //
 // RingPort's RX rings stand for the NIC's RX descriptor rings: nobody but the
-// data path drains them, so when quicsteer stops polling a queue its ring
+// data path dequeues from them, so when quicsteer stops polling a queue its ring
 // fills and the sender sees it (rte_ring_enqueue fails), exactly as a NIC
 // runs out of descriptors. The TX rings, one per owner (an owner transmits on
-// TX queue = its owner index), are large and drained by the test, so what
+// TX queue = its owner index), are large and emptied by the test, so what
 // each owner sent can be checked packet by packet.
 //
 // Scenario::send() plays a lossless sender: on a full RX ring it waits and

@@ -16,7 +16,6 @@ mkdir -p "$work/seeds" "$work/corpus"
 bin="$work/steering_fuzz"
 
 sources=("$root/tests/fuzz/steering_fuzz.cpp" "$root"/steering/*.cpp)
-sources=("${sources[@]/*quicsteer_cid_main.cpp}")   # the CLI has its own main
 rebuild=0
 [ -x "$bin" ] || rebuild=1
 for f in "${sources[@]}" "$root"/steering/*.h "$root"/tests/steering/packet_fixtures.h; do

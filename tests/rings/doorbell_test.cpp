@@ -138,7 +138,7 @@ TEST(Doorbell, ProducersRingingAcrossShutdownAreSafe) {
 
 // One producer, one consumer, one item per round: the producer waits until
 // the consumer has taken the previous item, waits a random short while (so
-// its enqueue lands anywhere in the consumer's drain / announce / re-check /
+// its enqueue lands anywhere in the consumer's dequeue / announce / re-check /
 // block sequence), enqueues and rings. The consumer sleeps with no timeout.
 TEST(DoorbellRace, MillionSleepWakeRoundsLoseNoWakeup) {
   const std::uint64_t rounds = scaled(1'000'000);
@@ -190,7 +190,7 @@ TEST(DoorbellRace, MillionSleepWakeRoundsLoseNoWakeup) {
     for (std::uint64_t r = 1; r <= rounds && !abort.load(std::memory_order_relaxed); ++r) {
       // Spin (yielding only rarely) so the producer notices the consumer's
       // progress within nanoseconds and can land inside its short window
-      // between draining and blocking.
+      // between emptying the ring and blocking.
       for (unsigned spins = 0; consumed.load(std::memory_order_acquire) < r - 1 &&
                                !abort.load(std::memory_order_relaxed);
            ++spins) {
@@ -232,7 +232,7 @@ TEST(DoorbellRace, MillionSleepWakeRoundsLoseNoWakeup) {
 }
 
 // Four producers share one MpscRing inbox and one doorbell; each rings after
-// every enqueue. The consumer drains to empty, announces, re-checks, sleeps.
+// every enqueue. The consumer dequeues until empty, announces, re-checks, sleeps.
 TEST(DoorbellRace, FourProducersOneSleepingConsumer) {
   constexpr unsigned kProducers = 4;
   const std::uint64_t per_producer = scaled(200'000);

@@ -31,7 +31,7 @@ struct StressResult {
 };
 
 // The producer sends 0..total-1 with random burst/bulk requests of 1..max_batch;
-// the consumer drains with random burst/bulk requests and checks each value
+// the consumer dequeues with random burst/bulk requests and checks each value
 // against a running sequence number. The consumer stops when it has
 // everything or when the producer is done and the ring is empty (a lost item
 // then shows up as a short count instead of a hang).

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# scripts/bench/ringloop.sh [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]
+#
+# Cycles per packet on a copy-free closed loop: a ring port whose RX queue q
+# receives what was sent on its TX queue q (a net_ring vdev's rings), so no
+# frame is copied and the RX memcpy that dominates the net_pcap figures
+# (e2e.sh) is gone. On the same loop and lcores (main 0 on CPU 0, forwarding
+# lcores 1 on CPU 0 and 2 on CPU 1, as e2e.sh), runs interleaved, N of each:
+#   testpmd_io       dpdk-testpmd io forwarding on net_ring0, port-topology
+#                    loop, `start tx_first` (its own 64-byte packets): the
+#                    floor, the cost of rx_burst + tx_burst alone
+#   testpmd_macswap  the same touching every frame's header (macswap)
+#   demo, split      quicsteer (tests/bench/ring_loop) on quicgen frames
+#                    preloaded into the loop: e2e.sh's two layouts
+# With --before DIR, ring_loop from that build directory runs too, in the
+# same rounds (demo_before, split_before): a change measured before and after
+# on the same machine state. Cycles per packet = 2 forwarding lcores' TSC
+# cycles / packets received; quicsteer's own work = demo's minus testpmd io's.
+# Target (ratios.own_cycles_per_packet_demo): <= 120. Writes results/ringloop.json.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${QS_BUILD_DIR:-$root/build}
+cd "$root"
+
+json=results/ringloop.json
+runs=5
+seconds=3
+packets=1024
+before=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --json) json=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --packets) packets=$2; shift 2 ;;
+    --before) before=$(cd "$2" && pwd); shift 2 ;;
+    *) echo "usage: scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]" >&2; exit 2 ;;
+  esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "ringloop.sh: --runs wants a whole number >= 1" >&2; exit 2; }
+[[ $packets =~ ^[1-9][0-9]*$ ]] && [ $((packets % 64)) = 0 ] ||
+  { echo "ringloop.sh: --packets wants a multiple of 64 (testpmd sends bursts of 32 on 2 queues)" >&2; exit 2; }
+command -v dpdk-testpmd >/dev/null || { echo "ringloop.sh: dpdk-testpmd is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+source "$root/scripts/bench/lib/build.sh"
+build_bench ringloop.sh tests/bench/ring_loop
+if [ -n "$before" ] && [ ! -x "$before/tests/bench/ring_loop" ]; then
+  echo "ringloop.sh: $before/tests/bench/ring_loop is missing: build it there first" >&2
+  exit 1
+fi
+
+mkdir -p results "$(dirname "$json")"
+work=$(mktemp -d /tmp/quicsteer-ringloop.XXXXXX)
+tp_pid=
+cleanup() {
+  if [ -n "$tp_pid" ]; then kill "$tp_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
+cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "ringloop: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1;"
+echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating"
+
+# testpmd fed through a FIFO once its prompt is up (as e2e.sh): the rate is
+# what "show port stats" reports between its second and first call.
+run_testpmd() {
+  local mode=$1 out=$2 fifo=$work/testpmd.in
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  dpdk-testpmd "${eal[@]}" --vdev net_ring0 -- -i --forward-mode="$mode" --port-topology=loop --nb-cores=2 \
+    --rxq=2 --txq=2 --rxd=1024 --txd=1024 --burst=32 --total-num-mbufs=16383 --mbcache=256 < "$fifo" > "$out" 2>&1 &
+  tp_pid=$!
+  exec 3> "$fifo"
+  local waited=0
+  until grep -q 'testpmd> ' "$out" 2>/dev/null; do
+    sleep 0.1
+    waited=$((waited + 1))
+    if [ $waited -gt 600 ] || ! kill -0 "$tp_pid" 2>/dev/null; then
+      echo "ringloop.sh: testpmd did not come up; its output:" >&2
+      cat "$out" >&2
+      exit 1
+    fi
+  done
+  echo "start tx_first $((packets / 64))" >&3
+  sleep 1
+  echo "show port stats all" >&3
+  sleep "$seconds"
+  echo "show port stats all" >&3
+  echo stop >&3
+  echo quit >&3
+  exec 3>&-
+  wait "$tp_pid"
+  tp_pid=
+}
+
+run_loop() {
+  local dir=$1 layout=$2 name=$3 r=$4
+  "$dir/tests/bench/ring_loop" --layout "$layout" --seconds "$seconds" --packets "$packets" \
+    --json "$work/$name-$r.json" > "$work/$name-$r.txt" 2>&1 ||
+    { echo "ringloop.sh: ring_loop $name failed:" >&2; tail -5 "$work/$name-$r.txt" >&2; exit 1; }
+}
+
+for r in $(seq 1 "$runs"); do
+  echo "ringloop: run $r/$runs"
+  run_testpmd io "$work/testpmd_io-$r.txt"
+  run_testpmd macswap "$work/testpmd_macswap-$r.txt"
+  for layout in demo split; do
+    run_loop "$build" $layout $layout "$r"
+    if [ -n "$before" ]; then run_loop "$before" $layout "${layout}_before" "$r"; fi
+  done
+done
+
+python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$packets" "$seconds" <<'PY'
+import json, re, statistics, sys
+work, runs, out, cpu, cpus, packets, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), float(sys.argv[7])
+LCORES = 2
+def spread(v):
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
+def testpmd_mpps(path):
+    text = open(path).read()
+    rates = re.findall(r"Rx-pps:\s+(\d+)", text)
+    return int(rates[-1]) / 1e6
+loops = {}
+tsc_hz = None
+for name in ["demo", "split", "demo_before", "split_before"]:
+    try:
+        rs = [json.load(open(f"{work}/{name}-{r}.json")) for r in range(1, runs + 1)]
+    except FileNotFoundError:
+        continue
+    tsc_hz = rs[0]["tsc_hz"]
+    loops[name] = rs
+configs = {}
+for mode in ["io", "macswap"]:
+    mpps = [testpmd_mpps(f"{work}/testpmd_{mode}-{r}.txt") for r in range(1, runs + 1)]
+    configs[f"testpmd_{mode}"] = {"mpps": spread(mpps), "cycles_per_packet": spread([LCORES * tsc_hz / (m * 1e6) for m in mpps])}
+for name, rs in loops.items():
+    configs[name] = {"mpps": spread([x["mpps"] for x in rs]), "cycles_per_packet": spread([x["cycles_per_packet"] for x in rs])}
+med = lambda c: configs[c]["cycles_per_packet"]["median"]
+ratios = {"own_cycles_per_packet_demo": med("demo") - med("testpmd_io"),
+          "own_cycles_per_packet_split": med("split") - med("testpmd_io")}
+if "demo_before" in configs:
+    ratios["demo_after_vs_before_cycles"] = med("demo") / med("demo_before")
+    ratios["split_after_vs_before_cycles"] = med("split") / med("split_before")
+targets = {"own_cycles_per_packet_demo": "<= 120"}
+print(f"CPU {cpu}, {cpus} CPUs, TSC {tsc_hz / 1e9:.3f} GHz; {packets} packets circulating, {runs} runs of {seconds:g} s")
+print(f"{'configuration':20} {'Mpps median (min..max)':>26} {'cycles/packet median (min..max)':>34}")
+for name, c in configs.items():
+    m, p = c["mpps"], c["cycles_per_packet"]
+    print(f"{name:20} {m['median']:8.2f} ({m['min']:7.2f}..{m['max']:7.2f}) {p['median']:14.1f} ({p['min']:7.1f}..{p['max']:7.1f})")
+for k, v in ratios.items():
+    t = targets.get(k)
+    verdict = "" if t is None else f"  (target {t}: {'met' if v <= 120 else 'not met'})"
+    print(f"ratios.{k} = {v:.2f}{verdict}")
+json.dump({"cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "packets_circulating": packets, "runs": runs,
+           "seconds": seconds, "lcores": "main 0@CPU0, forwarding 1@CPU0 and 2@CPU1",
+           "configurations": configs, "ratios": ratios, "targets": targets}, open(out, "w"), indent=2)
+print(f"wrote {out}")
+PY

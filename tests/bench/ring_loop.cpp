@@ -1,0 +1,186 @@
+// ring_loop: quicsteer on a copy-free closed loop, for cycles per packet
+// without net_pcap's RX memcpy.
+//
+//   ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE]
+//
+// The port is made of rte_rings the way a net_ring vdev makes them: RX queue
+// q and TX queue q are the same ring, so what an owner transmits on its TX
+// queue comes back on that RX queue. A preloaded set of quicgen frames (QUIC
+// only: a malformed frame is dropped and would leave the loop) circulates
+// with no copy and no allocation; the rings are large enough that TX never
+// refuses. The layouts are scripts/bench/e2e.sh's:
+//   demo   lcores 1 and 2 each poll one RX queue and own connections
+//          (after the first lap every packet arrives at its owner's queue);
+//   split  lcore 1 polls both queues and owns nothing, lcore 2 owns every
+//          connection: every packet crosses a ring.
+// Lcores: main 0 on CPU 0, forwarding 1 on CPU 0 and 2 on CPU 1, as e2e.sh and
+// its testpmd runs (scripts/bench/ringloop.sh runs testpmd io and macswap on
+// a net_ring vdev with the same lcores). Cycles per packet = the forwarding
+// lcores' TSC cycles over the window / packets received in it.
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/dataplane.h"
+#include "dataplane/eal_init.h"
+#include "tests/dataplane/scenario.h"
+#include "tests/dataplane/test_traffic.h"
+
+namespace {
+
+constexpr unsigned kLoopRingSize = 8192;  // per queue; holds every preloaded packet
+constexpr unsigned kForwardingLcores = 2;
+
+struct Options {
+  std::string layout = "demo";
+  double seconds = 3;
+  double warmup = 0.5;
+  unsigned packets = 2048;
+  std::string json;
+};
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE]\n");
+  std::exit(2);
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage();
+    const std::string v = argv[++i];
+    if (a == "--layout") o.layout = v;
+    else if (a == "--seconds") o.seconds = std::stod(v);
+    else if (a == "--warmup") o.warmup = std::stod(v);
+    else if (a == "--packets") o.packets = unsigned(std::stoul(v));
+    else if (a == "--json") o.json = v;
+    else usage();
+  }
+  if ((o.layout != "demo" && o.layout != "split") || o.seconds <= 0 || o.packets == 0 ||
+      o.packets > kLoopRingSize)
+    usage();
+  return o;
+}
+
+std::string profile_yaml(const std::string& layout, const std::string& device) {
+  const std::string lcores = layout == "demo"
+                                 ? "  - {id: 1, rx: [\"loop:0\"], owner: true}\n  - {id: 2, rx: [\"loop:1\"], owner: true}\n"
+                                 : "  - {id: 1, rx: [\"loop:0\", \"loop:1\"]}\n  - {id: 2, owner: true}\n";
+  const std::vector<unsigned> owners = layout == "demo" ? std::vector<unsigned>{1, 2} : std::vector<unsigned>{2, 2};
+  return "ports:\n  - {name: loop, device: \"" + device +
+         "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
+         "mempool: {mbufs: 16383, cache: 256}\n"
+         "lcores:\n" + lcores + "rings: {size: 1024, burst: 32}\n" + qs::test::steering_yaml(owners) +
+         "action: {type: forward, tx_port: loop}\n"
+         "stats: {period_ms: 0}\n";
+}
+
+struct Window {
+  std::uint64_t rx = 0, drops = 0, tsc = 0;
+};
+
+Window sample(const qs::Dataplane& dp) {
+  const qs::StatsSnapshot s = dp.snapshot();
+  return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc()};
+}
+
+int run(const Options& opt) {
+  // One ring per queue, RX and TX alike: a net_ring vdev's loop.
+  std::vector<rte_ring*> rings;
+  for (unsigned q = 0; q < 2; ++q) {
+    const std::string name = "loop" + std::to_string(q);
+    rte_ring* r = rte_ring_create(name.c_str(), kLoopRingSize, 0, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+    if (r == nullptr) throw std::runtime_error("rte_ring_create: " + std::string(rte_strerror(rte_errno)));
+    rings.push_back(r);
+  }
+  if (rte_eth_from_rings("loop", rings.data(), 2, rings.data(), 2, 0) < 0)
+    throw std::runtime_error("rte_eth_from_rings: " + std::string(rte_strerror(rte_errno)));
+
+  const std::string yaml = profile_yaml(opt.layout, "net_ring_loop");
+  const qs::Profile profile = qs::test::parse_test_profile(yaml);
+  auto traffic_options = qs::test::traffic_options(400, 2, 1);
+  traffic_options.malformed = 0;  // dropped, so it would leave the loop
+  const qs::test::PreparedTraffic t = qs::test::prepare(traffic_options, 2, profile.steering);
+
+  qs::Dataplane dp(profile);
+  unsigned preloaded = 0;
+  for (unsigned i = 0; preloaded < opt.packets; i = (i + 1) % unsigned(t.frames.size())) {
+    if (t.decision[i].packet.verdict != qs::Verdict::kQuic && t.decision[i].packet.verdict != qs::Verdict::kNotQuic) continue;
+    rte_mbuf* m = rte_pktmbuf_alloc(dp.pool());
+    if (m == nullptr) throw std::runtime_error("mbuf pool too small for the preload");
+    const auto& f = *t.frames[i];
+    std::memcpy(rte_pktmbuf_append(m, std::uint16_t(f.size())), f.data(), f.size());
+    if (rte_ring_enqueue(rings[t.queue_of[i]], m) != 0) throw std::runtime_error("loop ring full at preload");
+    ++preloaded;
+  }
+
+  dp.launch();
+  std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup));
+  const Window a = sample(dp);
+  std::this_thread::sleep_for(std::chrono::duration<double>(opt.seconds));
+  const Window b = sample(dp);
+  dp.stop();
+  const qs::StatsSnapshot s = dp.snapshot();
+  // What circulates is the loop's, not quicsteer's: back to the pool first.
+  for (rte_ring* r : rings) {
+    void* m = nullptr;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+  }
+  const std::int64_t leaked = dp.close_ports_and_count_leaks();
+
+  const double hz = double(rte_get_tsc_hz());
+  const double packets = double(b.rx - a.rx);
+  const double window_s = double(b.tsc - a.tsc) / hz;
+  const double mpps = packets / window_s / 1e6;
+  const double cycles_per_packet = packets > 0 ? kForwardingLcores * double(b.tsc - a.tsc) / packets : 0;
+  std::printf("ring_loop %s: %u packets circulating, %.3f Mpps, %.1f TSC cycles per packet (%u lcores), "
+              "tsc_hz %.0f, drops in the window %llu (at the stop %llu), leaked %lld\n",
+              opt.layout.c_str(), preloaded, mpps, cycles_per_packet, kForwardingLcores, hz,
+              static_cast<unsigned long long>(b.drops - a.drops), static_cast<unsigned long long>(s.drops_sum() - b.drops),
+              static_cast<long long>(leaked));
+  if (!opt.json.empty()) {
+    std::ofstream o(opt.json);
+    o << "{\"layout\": \"" << opt.layout << "\", \"packets_circulating\": " << preloaded << ", \"mpps\": " << mpps
+      << ", \"cycles_per_packet\": " << cycles_per_packet << ", \"tsc_hz\": " << hz << ", \"window_s\": " << window_s
+      << ", \"drops\": " << b.drops - a.drops << ", \"leaked\": " << leaked << "}\n";
+  }
+  // A loop that lost packets while measured measures something else. (At the
+  // stop, what is still in a TX stage or ring is counted as shutdown drops.)
+  return b.drops == a.drops && leaked == 0 && packets > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse_options(argc, argv);
+  try {
+    qs::init_eal("ring_loop", {"--lcores", "0@0,1@0,2@1", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci",
+                               "--log-level", "*:warning"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  int status = 1;
+  try {
+    status = run(opt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ring_loop: %s\n", e.what());
+  }
+  rte_eal_cleanup();
+  return status;
+}
