@@ -82,6 +82,30 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
             [](const ReceiveTotals& r) { return r.parks; });
   per_queue("quicsteer_parked_packets_total", "Packets held in an RX queue's parking ticket.",
             [](const ReceiveTotals& r) { return r.parked_packets; });
+  w.family("quicsteer_routed_packets_total", "counter",
+           "Packets from an RX queue by the rule that chose their owner (QUIC-LB, a forwarding table, a hash).");
+  for (const auto& q : s.queues)
+    for (std::size_t m = 0; m < kResolveMethods; ++m)
+      w.sample(queue_labels(q) + "," + label("rule", std::string(to_string(ResolveMethod(m)))), q.rx.routed[m]);
+  per_queue("quicsteer_forwarding_learned_total", "Entries an RX queue's packets added to the forwarding table.",
+            [](const ReceiveTotals& r) { return r.learned; });
+  per_queue("quicsteer_forwarding_setups_total", "Connection set-ups (first Initials) recorded in the setup table.",
+            [](const ReceiveTotals& r) { return r.setups; });
+  per_queue("quicsteer_forwarding_setup_evicted_total", "Setup entries replaced by newer ones (the setup table was full).",
+            [](const ReceiveTotals& r) { return r.setup_evicted; });
+  per_queue("quicsteer_forwarding_table_full_total",
+            "Entries the full forwarding table refused (those packets were routed by the hash).",
+            [](const ReceiveTotals& r) { return r.table_full; });
+  if (s.forwarding.enabled) {
+    w.family("quicsteer_forwarding_entries", "gauge", "Entries in a forwarding table.");
+    w.sample(label("table", "established"), s.forwarding.entries);
+    w.sample(label("table", "setup"), s.forwarding.setup_entries);
+    w.family("quicsteer_forwarding_slots", "gauge", "Slots of a forwarding table.");
+    w.sample(label("table", "established"), s.forwarding.slots);
+    w.sample(label("table", "setup"), s.forwarding.setup_slots);
+    w.family("quicsteer_forwarding_expired_total", "counter", "Idle forwarding-table entries removed.");
+    w.sample("", s.forwarding.expired);
+  }
   w.family("quicsteer_queue_parked", "gauge", "1 while the RX queue is parked.");
   for (const auto& q : s.queues) w.sample(queue_labels(q), q.parked_now ? 1 : 0);
   w.family("quicsteer_queue_drops_total", "counter", "Packets an RX queue's receiver dropped, by reason.");
@@ -112,13 +136,18 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
             [](const OwnerTotals& o) { return o.tx; });
   per_owner("quicsteer_owner_sunk_packets_total", "counter", "Packets an owner counted and freed (action sink).",
             [](const OwnerTotals& o) { return o.sunk; });
-  per_owner("quicsteer_connections_total", "counter", "Connections an owner started tracking.",
+  per_owner("quicsteer_connections_total", "counter",
+            "Connections an owner started tracking (the CIDs it could tie together count once).",
             [](const OwnerTotals& o) { return o.connections; });
+  per_owner("quicsteer_cids_total", "counter", "CIDs an owner started tracking.",
+            [](const OwnerTotals& o) { return o.cids; });
+  per_owner("quicsteer_cids_live", "gauge", "CIDs in an owner's table.", [](const OwnerTotals& o) { return o.cids_live; });
   per_owner("quicsteer_connections_expired_total", "counter", "Connections an owner expired after idle_timeout_ms.",
             [](const OwnerTotals& o) { return o.connections_expired; });
   per_owner("quicsteer_connections_live", "gauge", "Connections in an owner's table.",
             [](const OwnerTotals& o) { return o.connections_live; });
-  per_owner("quicsteer_migrations_total", "counter", "Address changes an owner followed (migrations, NAT rebinding).",
+  per_owner("quicsteer_migrations_total", "counter",
+            "Times a known connection arrived from a new 4-tuple, whichever its CID (migrations, NAT rebinding).",
             [](const OwnerTotals& o) { return o.migrations; });
   per_owner("quicsteer_tx_holds_total", "counter", "Times an owner was held by a TX queue that took nothing more.",
             [](const OwnerTotals& o) { return o.tx_holds; });

@@ -43,6 +43,12 @@ void add_receive(rte_tel_data* d, const ReceiveTotals& rx) {
   rte_tel_data_add_dict_u64(d, "parks", rx.parks);
   rte_tel_data_add_dict_u64(d, "parked_packets", rx.parked_packets);
   rte_tel_data_add_dict_u64(d, "parked_us", rx.parked_us);
+  for (std::size_t m = 0; m < kResolveMethods; ++m)
+    rte_tel_data_add_dict_u64(d, ("routed_" + std::string(to_string(ResolveMethod(m)))).c_str(), rx.routed[m]);
+  rte_tel_data_add_dict_u64(d, "learned", rx.learned);
+  rte_tel_data_add_dict_u64(d, "setups", rx.setups);
+  rte_tel_data_add_dict_u64(d, "setup_evicted", rx.setup_evicted);
+  rte_tel_data_add_dict_u64(d, "table_full", rx.table_full);
 }
 
 void add_owner(rte_tel_data* d, const OwnerTotals& o) {
@@ -53,6 +59,8 @@ void add_owner(rte_tel_data* d, const OwnerTotals& o) {
   rte_tel_data_add_dict_u64(d, "connections", o.connections);
   rte_tel_data_add_dict_u64(d, "connections_live", o.connections_live);
   rte_tel_data_add_dict_u64(d, "connections_expired", o.connections_expired);
+  rte_tel_data_add_dict_u64(d, "cids", o.cids);
+  rte_tel_data_add_dict_u64(d, "cids_live", o.cids_live);
   rte_tel_data_add_dict_u64(d, "migrations", o.migrations);
   rte_tel_data_add_dict_u64(d, "tx_holds", o.tx_holds);
   rte_tel_data_add_dict_u64(d, "tx_held_us", o.tx_held_us);

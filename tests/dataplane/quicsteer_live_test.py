@@ -303,6 +303,8 @@ with tempfile.TemporaryDirectory() as tmp:
                             ("quicsteer_not_quic_packets_total", "not_quic"), ("quicsteer_parks_total", "parks"),
                             ("quicsteer_parked_packets_total", "parked_packets")]:
             agree.append((f"{metric}{labels}", value(families, metric, **labels), q[key]))
+        for rule, n in q["routed"].items():
+            agree.append((f"routed {rule} {labels}", value(families, "quicsteer_routed_packets_total", rule=rule, **labels), n))
         agree.append((f"steered self {labels}", value(families, "quicsteer_steered_packets_total", to="self", **labels),
                       q["steered_self"]))
         agree.append((f"steered other {labels}", value(families, "quicsteer_steered_packets_total", to="other", **labels),
@@ -322,6 +324,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                 ("quicsteer_owner_tx_packets_total", "tx"),
                                 ("quicsteer_owner_sunk_packets_total", "sunk"),
                                 ("quicsteer_connections_total", "connections"),
+                                ("quicsteer_cids_total", "cids"),
                                 ("quicsteer_migrations_total", "migrations")]:
                 agree.append((f"{metric}{labels}", value(families, metric, **labels), l[key]))
     for r in stats["rings"]:
