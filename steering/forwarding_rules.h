@@ -39,6 +39,7 @@
 #include "steering/steering_config.h"
 #include "steering/table_hash.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -62,14 +63,20 @@ class ForwardingTables {
   // room.
   ForwardingTables(const ForwardingConfig& config, const std::array<std::uint8_t, 16>& key,
                    SlotMemory memory = heap_slot_memory())
-      : established_(config.max_entries, ForwardingTable::Policy::kKeep, memory),
-        setup_(config.max_setup_entries, ForwardingTable::Policy::kEvictOldest, memory),
+      : established_(config.max_entries, ForwardingTable::Policy::kKeep, memory, refresh_ms(config)),
+        setup_(config.max_setup_entries, ForwardingTable::Policy::kEvictOldest, memory, refresh_ms(config)),
         idle_ms_(config.idle_timeout_ms) {
     const SipHashKey k = SipHashKey::from_bytes(key);
     // Not the fallback's key itself: a table hash must tell nothing about
     // the owner the fallback picks.
     static constexpr std::uint8_t kLabel[] = "quicsteer forwarding tables";
     seed_ = siphash13(k, kLabel, sizeof kLabel);
+  }
+
+  // A sixteenth of the idle timeout, at most a second: an entry may expire
+  // that much early, and a busy one is written that rarely.
+  static std::uint32_t refresh_ms(const ForwardingConfig& config) {
+    return std::min<std::uint32_t>(1000, std::max<std::uint32_t>(1, config.idle_timeout_ms / 16));
   }
 
   static std::size_t memory_bytes(const ForwardingConfig& config) {

@@ -15,8 +15,9 @@
 // lock); an entry's owner never changes once written. Each slot has a
 // last-seen time (milliseconds, wrapping) refreshed by lookups that hit, and
 // expire() removes entries idle for longer than the connection idle timeout.
-// Readers refresh it only when it changed, so a busy entry dirties its line
-// at most once a millisecond.
+// Readers refresh it only once it is refresh_ms old, so a busy entry dirties
+// its line (which every receiving lcore may read) that rarely, not on every
+// packet.
 //
 // Buckets of five slots fill one cache line; a key may live in either of two
 // buckets (inserted into the emptier, looked up in the first and then the
@@ -52,8 +53,11 @@ class ForwardingTable {
   // max_entries: what the table must be able to hold (it gets buckets for
   // about 1.25 times as many). Throws std::invalid_argument on 0 or more
   // than 2^28, std::bad_alloc when `memory` has no room.
-  ForwardingTable(std::uint32_t max_entries, Policy policy, SlotMemory memory = heap_slot_memory())
-      : memory_(memory), policy_(policy) {
+  // refresh_ms: how stale a last-seen time may get before a lookup renews it
+  // (an entry then looks idle up to that much early).
+  ForwardingTable(std::uint32_t max_entries, Policy policy, SlotMemory memory = heap_slot_memory(),
+                  std::uint32_t refresh_ms = 1)
+      : memory_(memory), policy_(policy), refresh_ms_(refresh_ms == 0 ? 1 : refresh_ms) {
     if (max_entries == 0 || max_entries > (1u << 28))
       throw std::invalid_argument("forwarding table size must be 1..268435456 entries");
     const std::uint64_t wanted = (std::uint64_t(max_entries) * 5 / 4 + kSlotsPerBucket - 1) / kSlotsPerBucket;
@@ -200,7 +204,7 @@ class ForwardingTable {
     for (unsigned i = 0; i < kSlotsPerBucket; ++i) {
       const std::uint64_t word = b.word[i].load(std::memory_order_acquire);
       if (word >> 16 != fp) continue;
-      if (b.seen_ms[i].load(std::memory_order_relaxed) != now_ms)
+      if (std::uint32_t(now_ms - b.seen_ms[i].load(std::memory_order_relaxed)) >= refresh_ms_)
         b.seen_ms[i].store(now_ms, std::memory_order_relaxed);
       return std::uint16_t(word);
     }
@@ -211,6 +215,7 @@ class ForwardingTable {
   Bucket* buckets_ = nullptr;
   std::uint32_t mask_ = 0;
   Policy policy_;
+  std::uint32_t refresh_ms_;
   std::uint32_t sweep_ = 0;
   std::atomic<std::uint32_t> size_{0};
 };
