@@ -319,11 +319,19 @@ TEST(Backpressure, StopWithAStuckOwnerCountsWhatItDropsAndReturnsEveryMbuf) {
   RingPort port(2, 128, 2, 1 << 16);
   Scenario s(yaml, port);
   RunOptions stop_when_parked;
-  stop_when_parked.stop_early = [&](const ScenarioResult& sofar) { return sofar.sender_saw_full > 0; };
+  // Stop once the receiver has parked: the stuck owner's ring is then at its
+  // high watermark (48 packets, about 0.4 s of its work, beyond the quiesce
+  // limit). A full RX ring alone is not enough: on a busy machine the
+  // receiver may just have been descheduled, with the owner's ring nearly
+  // empty, and the stop would then deliver everything.
+  stop_when_parked.stop_early = [&](const ScenarioResult& sofar) {
+    return sofar.sender_saw_full > 0 && s.dataplane().snapshot().rx_total.parks > 0;
+  };
   const ScenarioResult r = s.run(t.frames, t.queue_of, stop_when_parked);
   ASSERT_FALSE(r.stalled);
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.accounting, "") << "the identities of a run";
+  EXPECT_GT(r.stats.rx_total.parks, 0u);
   EXPECT_GT(drops(r, DropReason::kShutdown), 0u);
   EXPECT_EQ(r.stats.drops_sum(), drops(r, DropReason::kShutdown));
   EXPECT_EQ(r.delivered.size() + r.stats.drops_sum(), r.stats.rx_total.rx);
