@@ -214,6 +214,29 @@ class Scenario {
 
   Dataplane& dataplane() { return *dp_; }
 
+  // Waits (from RunOptions::after_send) until the owners are done with the
+  // first `n` frames sent: each transmitted, sunk or dropped. Frames sent
+  // after it returns can then overtake none of them, whichever RX queue and
+  // ring they take: what a test needs before a step that must come after
+  // those frames (a NAT rebinding, a steering reload).
+  // Throws when nothing moves for a minute (a hang, not a slow machine).
+  void wait_until_through(std::uint64_t n) {
+    std::uint64_t last = 0;
+    auto last_progress = std::chrono::steady_clock::now();
+    for (;;) {
+      const StatsSnapshot s = dp_->snapshot();
+      const std::uint64_t through = s.owner_total.tx + s.owner_total.sunk + s.drops_sum();
+      if (through >= n) return;
+      if (through != last) {
+        last = through;
+        last_progress = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(60)) {
+        throw std::runtime_error("wait_until_through(" + std::to_string(n) + "): stuck at " + std::to_string(through));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
   // Sends frames[i] to RX queue queue_of[i], in order, waiting on full rings;
   // then waits until every frame sent was delivered or counted as dropped.
   ScenarioResult run(const std::vector<const std::vector<std::uint8_t>*>& frames,

@@ -144,9 +144,17 @@ TEST_F(SteeringReload, AddThenRetireAQuicLbConfigUnderTrafficKeepsEveryOwner) {
   RunOptions options;
   options.after_send = [&](std::size_t i) {
     // Packets sent after reload_steering returns are classified by the new
-    // configuration: no lcore holds the old one any more.
-    if (i + 1 == reload_to_both_after) reloads.push_back(dp.reload_steering(p_both));
-    if (i + 1 == reload_to_only1_after) reloads.push_back(dp.reload_steering(p_only1));
+    // configuration: no lcore holds the old one any more. Those sent before
+    // may still wait in an RX ring and meet either, so the sender lets the
+    // owners finish them first: each frame then has one expected owner.
+    if (i + 1 == reload_to_both_after) {
+      scenario.wait_until_through(i + 1);
+      reloads.push_back(dp.reload_steering(p_both));
+    }
+    if (i + 1 == reload_to_only1_after) {
+      scenario.wait_until_through(i + 1);
+      reloads.push_back(dp.reload_steering(p_only1));
+    }
   };
   const ScenarioResult r = scenario.run(frames, queue_of, options);
   ASSERT_FALSE(r.stalled);
