@@ -164,9 +164,9 @@ inline void count_tracked(OwnerStats& s, Tracked outcome) {
 // order. Three passes, so that the cache misses of each pass overlap instead
 // of costing one round trip per packet:
 //   1. mbuf headers. Mbufs that came over a ring were last written by the
-//      receiving lcore; here their header lines (data_off, pkt_len; pool,
-//      next and the SteerMeta dynfield) are cold, and the frame cannot even
-//      be located before line 0 arrives;
+//      receiving lcore; here their first line (data_off, pkt_len and the
+//      SteerMeta) is cold, and the frame cannot even be located before it
+//      arrives. The second line is not needed here;
 //   2. the frames' header lines, as far as the DCID reaches (the 4-tuple
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
@@ -181,7 +181,6 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     rte_mbuf* const* b = pkts + base;
     for (unsigned i = 0; i < k; ++i) {
       rte_prefetch0(b[i]);
-      rte_prefetch0(reinterpret_cast<const char*>(b[i]) + RTE_CACHE_LINE_MIN_SIZE);
     }
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);

@@ -109,7 +109,6 @@ std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig&
 }
 
 Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
-  register_steer_meta();
   check_lcores(profile_);
   if (profile_.steering.owner_lcores.size() > kMaxOwners)
     throw std::runtime_error("at most " + std::to_string(kMaxOwners) + " owner lcores, the profile has " +

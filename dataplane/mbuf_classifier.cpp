@@ -1,6 +1,7 @@
 #include "dataplane/mbuf_classifier.h"
 
 #include <rte_mbuf.h>
+#include <rte_prefetch.h>
 
 #include "dataplane/parking_ticket.h"  // kMaxBurst
 #include "dataplane/steer_meta.h"
@@ -27,8 +28,13 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   // Headers live in the first segment; a multi-segment mbuf is classified by
   // what that segment holds (a header cut there reads as malformed), as a
   // frame of its whole length (pkt_len): the rest is payload, not missing.
+  // Each frame's first line is asked for here, a whole burst before the
+  // parser reads it (l3fwd does the same): a NIC's DMA leaves it in memory
+  // or at best the LLC, and the parse of every packet would otherwise wait
+  // for it in turn.
   for (unsigned i = 0; i < n; ++i) {
     frames[i] = rte_pktmbuf_mtod(pkts[i], const std::uint8_t*);
+    rte_prefetch0(frames[i]);
     lens[i] = rte_pktmbuf_data_len(pkts[i]);
     frame_lens[i] = rte_pktmbuf_pkt_len(pkts[i]);
   }

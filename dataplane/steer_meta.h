@@ -1,21 +1,29 @@
-// What the receiving lcore learned about a packet, carried to the owner in an
-// mbuf dynamic field so that the owner does not parse the headers again.
+// What the receiving lcore learned about a packet, carried to the owner in
+// the mbuf so that the owner does not parse the headers again.
+//
+// It lives in the mbuf's RX `hash` field, on the first cache line: the line
+// the PMD wrote on receive and that the owner reads anyway (buf_addr,
+// data_off, pkt_len) and the TX path reads again. A dynamic field would sit
+// on the second line, which the receiver would then dirty for every packet
+// and the owner pull across cores. The field is free by then: quicsteer
+// steers by the CID, not by the NIC's RSS hash (RSS has already chosen the
+// queue), and no PMD reads `hash` on transmit (only the event TX adapter,
+// which quicsteer does not use, keeps a queue id there).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <rte_mbuf.h>
-#include <rte_mbuf_dyn.h>
 
 namespace qs {
 
-struct SteerMeta {
+struct __attribute__((may_alias)) SteerMeta {
   std::uint16_t l3_offset;  // from the start of the frame
   std::uint16_t l4_offset;
   std::uint16_t dcid_offset;
   std::uint8_t dcid_len;
   std::uint8_t flags;       // kSteerMeta* below
-  std::uint8_t reserved;
 };
 
 inline constexpr std::uint8_t kSteerMetaIpv6 = 1u << 0;
@@ -23,12 +31,11 @@ inline constexpr std::uint8_t kSteerMetaQuic = 1u << 1;  // dcid_* are valid
 inline constexpr std::uint8_t kSteerMetaOpensConnection = 1u << 2;
 inline constexpr std::uint8_t kSteerMetaLongHeader = 1u << 3;  // an SCID follows the DCID
 
-// Registers the dynamic field (control path, idempotent); throws on failure.
-void register_steer_meta();
-extern int g_steer_meta_offset;
+static_assert(sizeof(SteerMeta) <= sizeof(rte_mbuf::hash), "SteerMeta must fit the mbuf's RX hash field");
+static_assert(alignof(SteerMeta) <= alignof(decltype(rte_mbuf::hash)));
+static_assert(offsetof(rte_mbuf, hash) + sizeof(rte_mbuf::hash) <= RTE_CACHE_LINE_MIN_SIZE,
+              "the RX hash field is on the mbuf's first cache line");
 
-inline SteerMeta* steer_meta(rte_mbuf* m) {
-  return RTE_MBUF_DYNFIELD(m, g_steer_meta_offset, SteerMeta*);
-}
+inline SteerMeta* steer_meta(rte_mbuf* m) { return reinterpret_cast<SteerMeta*>(&m->hash); }
 
 }  // namespace qs

@@ -253,7 +253,6 @@ int run(const qs::Profile& profile, const AppArgs& args) {
     if (!rte_lcore_is_enabled(l.id) || l.id == rte_get_main_lcore())
       throw std::runtime_error("lcore " + std::to_string(l.id) + " must be an EAL worker lcore (--lcores)");
 
-  qs::register_steer_meta();
   rte_mempool* pool = rte_pktmbuf_pool_create("dist_mbufs", profile.mempool.mbufs, profile.mempool.cache, 0,
                                               profile.mempool.data_room, int(rte_socket_id()));
   if (pool == nullptr) throw std::runtime_error(std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno));

@@ -180,7 +180,6 @@ void expect_table_holds(ConnectionTable& table, const Expected& want) {
 class ConnectionStageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    register_steer_meta();
     static int instance = 0;
     pool_ = rte_pktmbuf_pool_create(("stage_test_" + std::to_string(instance++)).c_str(), 8191, 0, 0,
                                     RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
