@@ -13,13 +13,16 @@
 #                DPDK's stack mempool driver (EAL --mbuf-pool-ops-name stack)
 #   distributor  the DPDK-native alternative: tests/bench/distributor_pipeline
 #                (rte_distributor burst mode, same classification and owner work)
+#   eventdev     DPDK's flow-affine distribution: tests/bench/eventdev_pipeline
+#                (event_sw, one atomic queue, events tagged by owner; its
+#                scheduler runs on the receiving lcore: no core is spare)
 # then tests/bench/bench_backpressure (park vs drop under an offered load one
 # owner cannot carry). Runs are interleaved, N of each (default 5, each S
 # seconds, default 3); the table shows medians and min..max. Writes
 # results/e2e.json (or --json FILE) and results/e2e.png.
 #
 # Lcores: main 0 on CPU 0, forwarding lcores 1 on CPU 0 and 2 on CPU 1, for
-# testpmd, quicsteer and the distributor alike. The main lcores are idle
+# testpmd, quicsteer and the two DPDK-native pipelines alike. The main lcores are idle
 # (testpmd waits at its prompt, quicsteer's wakes every 20 ms). Run it on an
 # otherwise idle machine. QS_BUILD_DIR picks the build directory (./build).
 set -euo pipefail
@@ -45,7 +48,8 @@ for tool in dpdk-testpmd gnuplot python3; do
   command -v $tool >/dev/null || { echo "e2e.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 source "$root/scripts/bench/lib/build.sh"
-build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/bench_backpressure
+build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/eventdev_pipeline \
+  tests/bench/bench_backpressure
 
 mkdir -p results "$(dirname "$json")"
 work=$(mktemp -d /tmp/quicsteer-e2e.XXXXXX)
@@ -138,6 +142,9 @@ for r in $(seq 1 "$runs"); do
   "$build/tests/bench/distributor_pipeline" "${eal[@]}" -- --profile "$work/demo.yaml" --duration "$seconds" \
     --json "$work/distributor-$r.json" > "$work/distributor-$r.txt" 2>&1 ||
     { echo "e2e.sh: distributor_pipeline failed:" >&2; tail -20 "$work/distributor-$r.txt" >&2; exit 1; }
+  "$build/tests/bench/eventdev_pipeline" "${eal[@]}" -- --profile "$work/demo.yaml" --duration "$seconds" \
+    --json "$work/eventdev-$r.json" > "$work/eventdev-$r.txt" 2>&1 ||
+    { echo "e2e.sh: eventdev_pipeline failed:" >&2; tail -20 "$work/eventdev-$r.txt" >&2; exit 1; }
 done
 
 # Back-pressure, park vs drop, at 2x one owner's capacity: the owner cost of

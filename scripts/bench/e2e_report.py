@@ -27,6 +27,7 @@ CONFIGS = [
     ("lossless", "quicsteer lossless (owner cost 3000)", 2),
     ("drop", "quicsteer drop (owner cost 3000)", 2),
     ("distributor", "rte_distributor pipeline", 1),
+    ("eventdev", "event_sw atomic pipeline", 1),
 ]
 
 
@@ -99,6 +100,22 @@ def distributor_run(path):
     }
 
 
+def eventdev_run(path):
+    d = json.load(open(path))
+    if not d["accounted"] or d["mbufs"]["leaked"] != 0 or d["flushed_at_stop"] != 0:
+        raise SystemExit(f"e2e_report: {path}: the eventdev pipeline lost packets or mbufs")
+    rx = d["rx"]
+    return {
+        "rx_mpps": d["rx_mpps"],
+        "tx_mpps": d["tx_mpps"],
+        "software_drop_pct": 0.0,
+        "unclassifiable_pct": 100.0 * d["unclassifiable"] / rx if rx else 0.0,
+        "eventdev_cycles_per_packet": d["eventdev_cycles_per_packet"],
+        "scheduler_cycles_per_packet": d["scheduler_cycles_per_packet"],
+        "tsc_hz": d["tsc_hz"],
+    }
+
+
 def collect(work, runs):
     per = {name: [] for name, _, _ in CONFIGS}
     for r in range(1, runs + 1):
@@ -107,6 +124,7 @@ def collect(work, runs):
         for name in ("demo", "split", "split_stack", "lossless", "drop"):
             per[name].append(quicsteer_run(os.path.join(work, f"{name}-{r}.json")))
         per["distributor"].append(distributor_run(os.path.join(work, f"distributor-{r}.json")))
+        per["eventdev"].append(eventdev_run(os.path.join(work, f"eventdev-{r}.json")))
     return per
 
 
@@ -133,6 +151,9 @@ def summarise(per, tsc_hz):
             entry["receiving_lcore_mpps"] = spread([x["lcore1_rx_mpps"] for x in runs])
         if name == "distributor":
             entry["distributor_cycles_per_packet"] = spread([x["distributor_cycles_per_packet"] for x in runs])
+        if name == "eventdev":
+            for key in ("eventdev_cycles_per_packet", "scheduler_cycles_per_packet"):
+                entry[key] = spread([x[key] for x in runs])
         out[name] = entry
     return out
 
@@ -171,6 +192,7 @@ def main():
         "receiver_vs_testpmd_stack_mempool": med("split_stack", "receiving_lcore_mpps")
         / med("testpmd", "mpps_per_receiving_lcore"),
         "e2e_vs_distributor": med("demo", "rx_mpps") / med("distributor", "rx_mpps"),
+        "e2e_vs_eventdev": med("demo", "rx_mpps") / med("eventdev", "rx_mpps"),
         "park_vs_drop_goodput": bp["ratios"]["park_vs_drop_goodput"],
         "park_vs_drop_cycles_per_offered": bp["ratios"]["park_vs_drop_cycles_per_offered"],
         "park_vs_drop_receiver_cycles_per_offered": bp["ratios"]["park_vs_drop_receiver_cycles_per_offered"],
@@ -181,6 +203,7 @@ def main():
         "e2e_vs_testpmd": {"target": ">= 0.8", "met": ratios["e2e_vs_testpmd"] >= 0.8},
         "receiver_vs_testpmd": {"target": ">= 0.8", "met": ratios["receiver_vs_testpmd"] >= 0.8},
         "e2e_vs_distributor": {"target": ">= 1.5", "met": ratios["e2e_vs_distributor"] >= 1.5},
+        "e2e_vs_eventdev": {"target": ">= 2", "met": ratios["e2e_vs_eventdev"] >= 2},
         "park_vs_drop_goodput": {"target": ">= 0.95", "met": ratios["park_vs_drop_goodput"] >= 0.95},
         "park_vs_drop_cycles_per_offered": {"target": "< 1", "met": ratios["park_vs_drop_cycles_per_offered"] < 1},
     }
@@ -201,10 +224,13 @@ def main():
               f"{c['tx_mpps']['median']:8.2f} {c['software_drop_pct']['median']:7.1f}% "
               f"{c['lcore_cycles_per_packet']['median']:8.0f} {c['mpps_per_receiving_lcore']['median'] / base:10.2f}")
     print("  Mpps/rx lcore: RX Mpps over the lcores that poll the wire; cyc/pkt: 2 forwarding lcores' TSC cycles per")
-    print(f"  packet taken in. Unclassifiable frames (freed by quicsteer and the distributor, forwarded by testpmd): "
+    print(f"  packet taken in. Unclassifiable frames (freed by quicsteer and both DPDK pipelines, forwarded by testpmd): "
           f"{configs['demo']['unclassifiable_pct']['median']:.1f}% of the capture.")
     print(f"  rte_distributor_process: {configs['distributor']['distributor_cycles_per_packet']['median']:.0f} "
           "TSC cycles per packet, waits for the worker included")
+    print(f"  event_sw: {configs['eventdev']['eventdev_cycles_per_packet']['median']:.0f} TSC cycles per packet in the "
+          f"producer's enqueues and scheduler iterations (scheduler "
+          f"{configs['eventdev']['scheduler_cycles_per_packet']['median']:.0f}), on the receiving lcore")
     p, d = bp["park"]["median"], bp["drop"]["median"]
     sc = bp["scenario"]
     print()

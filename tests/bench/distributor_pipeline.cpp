@@ -24,9 +24,7 @@
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_mempool.h>
 #include <rte_pause.h>
 #include <rte_random.h>
 
@@ -34,39 +32,30 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "dataplane/eal_init.h"
-#include "dataplane/connection_stage.h"
-#include "dataplane/connection_table.h"
-#include "dataplane/dataplane.h"  // make_connection_table
 #include "dataplane/counter.h"
-#include "dataplane/lcore_stats.h"
+#include "dataplane/eal_init.h"
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/parking_ticket.h"  // kMaxBurst
-#include "dataplane/port.h"
 #include "dataplane/profile.h"
-#include "dataplane/steer_meta.h"
 #include "rings/cache_line.h"
+#include "tests/bench/baseline_pipeline.h"
 
 namespace {
+
+namespace baseline = qs::baseline;
+
+constexpr const char* kProgram = "distributor_pipeline";
+constexpr const char* kRoles = "the profile's first lcore distributes, the others are workers";
 
 // rte_distributor_get_pkt/poll_pkt hand a worker at most one cache line of
 // mbuf pointers (RTE_DIST_BURST_SIZE, not in the public header).
 constexpr unsigned kDistributorLine = 8;
-
-struct RxQueueRef {
-  std::uint16_t port;
-  std::uint16_t queue;
-};
 
 struct alignas(qs::kCacheLine) DistributorStats {
   qs::Counter rx;
@@ -86,28 +75,16 @@ struct Shared {
 
 struct DistributorLcore {
   Shared* shared = nullptr;
-  std::vector<RxQueueRef> queues;
+  std::vector<baseline::PolledQueue> queues;
   const qs::MbufClassifier* classifier = nullptr;
   unsigned burst = 32;
   DistributorStats stats;
 };
 
-struct WorkerLcore {
+// The distributor worker id is the worker's index, hence its TX queue.
+struct WorkerLcore : baseline::Worker {
   Shared* shared = nullptr;
-  unsigned id = 0;  // distributor worker id = TX queue
-  std::uint16_t tx_port = 0;
-  rte_eth_dev_tx_buffer* tx_buffer = nullptr;
-  std::unique_ptr<qs::ConnectionTable> cids;
-  std::unique_ptr<qs::ConnectionTable> connections;
-  qs::ConnectionShard shard;
-  std::uint64_t tx_flush_tsc = 0;
-  qs::OwnerStats stats;  // the owners' counters: same stage, same names
 };
-
-void count_unsent(rte_mbuf** unsent, std::uint16_t count, void* userdata) {
-  rte_pktmbuf_free_bulk(unsent, count);
-  static_cast<qs::OwnerStats*>(userdata)->drops[std::size_t(qs::DropReason::kTxFull)].add(count);
-}
 
 int distributor_main(void* arg) {
   DistributorLcore& c = *static_cast<DistributorLcore*>(arg);
@@ -117,7 +94,7 @@ int distributor_main(void* arg) {
   qs::RxClass cls[qs::kMaxBurst];
   while (!c.shared->stop_rx.load(std::memory_order_relaxed)) {
     unsigned got = 0;
-    for (const RxQueueRef& q : c.queues) {
+    for (const baseline::PolledQueue& q : c.queues) {
       const std::uint16_t n = rte_eth_rx_burst(q.port, q.queue, pkts, std::uint16_t(c.burst));
       if (n == 0) continue;
       got += n;
@@ -156,78 +133,31 @@ int distributor_main(void* arg) {
   return 0;
 }
 
-// The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
-// as run_connection_stage uses it with action forward and no synthetic cost).
-void connection_stage(WorkerLcore& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
-  qs::run_connection_burst(w.shard, pkts, n, now, w.stats, [&](rte_mbuf* m, const qs::SteerMeta&) {
-    w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, std::uint16_t(w.id), w.tx_buffer, m));
-  });
-}
-
 int worker_main(void* arg) {
   WorkerLcore& w = *static_cast<WorkerLcore*>(arg);
   rte_distributor* d = w.shared->dist;
+  const unsigned id = w.tx_queue;
   rte_mbuf* pkts[kDistributorLine];
-  std::uint64_t last_flush = rte_rdtsc();
-  rte_distributor_request_pkt(d, w.id, nullptr, 0);
+  w.last_flush_tsc = rte_rdtsc();
+  rte_distributor_request_pkt(d, id, nullptr, 0);
   while (!w.shared->stop_workers.load(std::memory_order_acquire)) {
-    const int n = rte_distributor_poll_pkt(d, w.id, pkts);
+    const int n = rte_distributor_poll_pkt(d, id, pkts);
     const std::uint64_t now = rte_rdtsc();
-    if (n > 0) connection_stage(w, pkts, unsigned(n), now);
+    if (n > 0) baseline::connection_stage(w, pkts, unsigned(n), now);
     // Asking again only after the work is done keeps each tag on one worker
     // at a time (the distributor takes a request as "previous packets done").
-    if (n >= 0) rte_distributor_request_pkt(d, w.id, nullptr, 0);
-    if (now - last_flush > w.tx_flush_tsc) {
-      last_flush = now;
-      w.stats.tx.add(rte_eth_tx_buffer_flush(w.tx_port, std::uint16_t(w.id), w.tx_buffer));
-    }
+    if (n >= 0) rte_distributor_request_pkt(d, id, nullptr, 0);
+    baseline::flush_tx_if_due(w, now);
     if (n < 0) rte_pause();
   }
-  w.stats.tx.add(rte_eth_tx_buffer_flush(w.tx_port, std::uint16_t(w.id), w.tx_buffer));
+  baseline::flush_tx(w);
   w.shared->workers_done.fetch_add(1, std::memory_order_release);
   return 0;
 }
 
-struct AppArgs {
-  std::string profile;
-  double duration = 5;
-  std::string json;
-};
-
-[[noreturn]] void usage_exit(const std::string& why) {
-  std::fprintf(stderr,
-               "distributor_pipeline: %s\n"
-               "usage: distributor_pipeline [EAL args] -- --profile FILE [--duration SECONDS] [--json FILE]\n"
-               "  the profile's first lcore distributes, the others are workers\n",
-               why.c_str());
-  std::exit(2);
-}
-
-AppArgs parse_app_args(const std::vector<std::string>& a) {
-  AppArgs out;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (i + 1 >= a.size()) usage_exit(a[i] + " needs a value");
-    const std::string& v = a[++i];
-    if (a[i - 1] == "--profile") {
-      out.profile = v;
-    } else if (a[i - 1] == "--duration") {
-      char* end = nullptr;
-      out.duration = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || out.duration <= 0)
-        usage_exit("--duration wants seconds > 0, not '" + v + "'");
-    } else if (a[i - 1] == "--json") {
-      out.json = v;
-    } else {
-      usage_exit("unknown argument '" + a[i - 1] + "'");
-    }
-  }
-  if (out.profile.empty()) usage_exit("--profile FILE is required");
-  return out;
-}
-
 struct Totals {
   std::uint64_t rx = 0, unclassifiable = 0, distributed = 0, process_cycles = 0;
-  std::uint64_t processed = 0, tx = 0, tx_dropped = 0;
+  baseline::WorkerTotals workers;
 };
 
 Totals read_totals(const DistributorLcore& dl, const std::vector<std::unique_ptr<WorkerLcore>>& workers) {
@@ -236,37 +166,16 @@ Totals read_totals(const DistributorLcore& dl, const std::vector<std::unique_ptr
   t.unclassifiable = dl.stats.unclassifiable.get();
   t.distributed = dl.stats.distributed.get();
   t.process_cycles = dl.stats.process_cycles.get();
-  for (const auto& w : workers) {
-    t.processed += w->stats.processed.get();
-    t.tx += w->stats.tx.get();
-    t.tx_dropped += w->stats.drops[std::size_t(qs::DropReason::kTxFull)].get();
-  }
+  t.workers = baseline::sum_workers(workers);
   return t;
 }
 
-int run(const qs::Profile& profile, const AppArgs& args) {
-  if (profile.lcores.size() < 2)
-    throw std::runtime_error("the profile needs at least two lcores: a distributor and a worker");
-  if (profile.action.type != qs::OwnerAction::kForward)
-    throw std::runtime_error("the profile's action must be forward (the workers transmit as quicsteer's owners do)");
-  for (const auto& l : profile.lcores)
-    if (!rte_lcore_is_enabled(l.id) || l.id == rte_get_main_lcore())
-      throw std::runtime_error("lcore " + std::to_string(l.id) + " must be an EAL worker lcore (--lcores)");
-
-  rte_mempool* pool = rte_pktmbuf_pool_create("dist_mbufs", profile.mempool.mbufs, profile.mempool.cache, 0,
-                                              profile.mempool.data_room, int(rte_socket_id()));
-  if (pool == nullptr) throw std::runtime_error(std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno));
-
-  std::vector<std::uint16_t> port_ids;
-  for (const auto& port : profile.ports) port_ids.push_back(qs::find_or_probe_port(port));
-  for (std::size_t i = 0; i < profile.ports.size(); ++i) qs::configure_and_start_port(port_ids[i], profile.ports[i], pool);
+int run(const qs::Profile& profile, const baseline::AppArgs& args) {
+  baseline::check_profile(profile, "a distributor");
+  const baseline::Devices devices = baseline::start_devices(profile, "dist_mbufs");
 
   Shared shared;
   shared.workers = unsigned(profile.lcores.size() - 1);
-  const auto& tx_cfg = profile.ports[std::size_t(profile.action.tx_port)];
-  if (tx_cfg.tx_queues < shared.workers)
-    throw std::runtime_error("port " + tx_cfg.name + " has " + std::to_string(tx_cfg.tx_queues) +
-                             " TX queues; the " + std::to_string(shared.workers) + " workers need one each");
   shared.dist = rte_distributor_create("qs_e2e_dist", rte_socket_id(), shared.workers, RTE_DIST_ALG_BURST);
   if (shared.dist == nullptr)
     throw std::runtime_error(std::string("rte_distributor_create: ") + rte_strerror(rte_errno));
@@ -276,36 +185,23 @@ int run(const qs::Profile& profile, const AppArgs& args) {
   dl->shared = &shared;
   dl->classifier = &classifier;
   dl->burst = profile.rings.burst;
-  for (std::size_t p = 0; p < profile.ports.size(); ++p)
-    for (std::uint16_t q = 0; q < profile.ports[p].rx_queues; ++q) dl->queues.push_back({port_ids[p], q});
+  dl->queues = devices.rx_queues;
 
   std::vector<std::unique_ptr<WorkerLcore>> workers;
   const std::uint64_t seed = rte_rand();
   for (unsigned i = 0; i < shared.workers; ++i) {
     auto w = std::make_unique<WorkerLcore>();
+    baseline::init_worker(*w, profile, i, devices.tx_port, seed);
     w->shared = &shared;
-    w->id = i;
-    w->tx_port = port_ids[std::size_t(profile.action.tx_port)];
-    w->cids = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
-    w->connections = qs::make_connection_table(profile.action.max_connections, profile.lcores[i + 1].id);
-    w->shard = qs::ConnectionShard{w->cids.get(), w->connections.get(), seed,
-                                   std::uint64_t(profile.action.idle_timeout_ms) * (rte_get_tsc_hz() / 4000)};
-    w->tx_flush_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
-    w->tx_buffer = static_cast<rte_eth_dev_tx_buffer*>(
-        rte_zmalloc("dist_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile.rings.burst), RTE_CACHE_LINE_SIZE));
-    if (w->tx_buffer == nullptr) throw std::runtime_error("cannot allocate a TX buffer");
-    rte_eth_tx_buffer_init(w->tx_buffer, profile.rings.burst);
-    rte_eth_tx_buffer_set_err_callback(w->tx_buffer, count_unsent, &w->stats);
     workers.push_back(std::move(w));
   }
 
   std::printf("distributor_pipeline: distributor lcore %u, %u worker lcore(s), %zu RX queue(s), burst mode\n",
               profile.lcores[0].id, shared.workers, dl->queues.size());
   const std::uint64_t start = rte_rdtsc();
-  for (unsigned i = 0; i < shared.workers; ++i) {
-    const int rc = rte_eal_remote_launch(worker_main, workers[i].get(), profile.lcores[i + 1].id);
-    if (rc != 0) throw std::runtime_error("cannot launch worker lcore " + std::to_string(profile.lcores[i + 1].id));
-  }
+  for (const auto& w : workers)
+    if (rte_eal_remote_launch(worker_main, w.get(), w->lcore) != 0)
+      throw std::runtime_error("cannot launch worker lcore " + std::to_string(w->lcore));
   if (rte_eal_remote_launch(distributor_main, dl.get(), profile.lcores[0].id) != 0)
     throw std::runtime_error("cannot launch the distributor lcore");
   std::this_thread::sleep_for(std::chrono::duration<double>(args.duration));
@@ -314,19 +210,17 @@ int run(const qs::Profile& profile, const AppArgs& args) {
   shared.stop_rx.store(true, std::memory_order_relaxed);
   rte_eal_mp_wait_lcore();
   const Totals final_totals = read_totals(*dl, workers);
-
-  for (std::uint16_t id : port_ids) qs::stop_and_close_port(id);
-  const std::int64_t leaked = std::int64_t(pool->size) - std::int64_t(rte_mempool_avail_count(pool));
+  const std::int64_t leaked = baseline::stop_devices_and_count_leaked(devices);
 
   const double hz = double(rte_get_tsc_hz());
   const double elapsed = double(end - start) / hz;
   const double rx_mpps = double(at_end.rx) / elapsed / 1e6;
-  const double tx_mpps = double(at_end.tx) / elapsed / 1e6;
+  const double tx_mpps = double(at_end.workers.tx) / elapsed / 1e6;
   const double cycles_per_pkt =
       final_totals.distributed ? double(final_totals.process_cycles) / double(final_totals.distributed) : 0;
-  const bool accounted = final_totals.distributed == final_totals.processed &&
-                         final_totals.rx == final_totals.unclassifiable + final_totals.distributed &&
-                         final_totals.processed == final_totals.tx + final_totals.tx_dropped;
+  const baseline::WorkerTotals& fw = final_totals.workers;
+  const bool accounted =
+      baseline::accounted(final_totals.rx, final_totals.unclassifiable, final_totals.distributed, fw);
 
   std::printf("distributor_pipeline: %.3f s, rx %.3f Mpps, tx %.3f Mpps, %.1f TSC cycles/packet in "
               "rte_distributor_process (waits for workers included)\n",
@@ -334,35 +228,32 @@ int run(const qs::Profile& profile, const AppArgs& args) {
   std::printf("  totals: rx %llu, unclassifiable %llu, distributed %llu, processed %llu, tx %llu, "
               "tx dropped %llu; mbufs leaked %lld\n",
               (unsigned long long)final_totals.rx, (unsigned long long)final_totals.unclassifiable,
-              (unsigned long long)final_totals.distributed, (unsigned long long)final_totals.processed,
-              (unsigned long long)final_totals.tx, (unsigned long long)final_totals.tx_dropped, (long long)leaked);
+              (unsigned long long)final_totals.distributed, (unsigned long long)fw.processed,
+              (unsigned long long)fw.tx, (unsigned long long)fw.tx_dropped, (long long)leaked);
 
   if (!args.json.empty()) {
-    std::ostringstream o;
-    o << "{\n  \"pipeline\": \"rte_distributor burst\",\n  \"profile\": \"" << profile.path << "\",\n"
-      << "  \"distributor_lcore\": " << profile.lcores[0].id << ",\n  \"worker_lcores\": [";
-    for (unsigned i = 0; i < shared.workers; ++i) o << (i ? ", " : "") << profile.lcores[i + 1].id;
-    o << "],\n  \"elapsed_s\": " << elapsed << ",\n  \"tsc_hz\": " << rte_get_tsc_hz()
-      << ",\n  \"rx_mpps\": " << rx_mpps << ",\n  \"tx_mpps\": " << tx_mpps
-      << ",\n  \"distributor_cycles_per_packet\": " << cycles_per_pkt << ",\n  \"rx\": " << final_totals.rx
-      << ",\n  \"unclassifiable\": " << final_totals.unclassifiable << ",\n  \"distributed\": " << final_totals.distributed
-      << ",\n  \"processed\": " << final_totals.processed << ",\n  \"tx\": " << final_totals.tx
-      << ",\n  \"tx_dropped\": " << final_totals.tx_dropped << ",\n  \"workers\": [";
-    for (unsigned i = 0; i < shared.workers; ++i) {
-      const qs::OwnerStats& s = workers[i]->stats;
-      o << (i ? ",\n" : "\n") << "    {\"lcore\": " << profile.lcores[i + 1].id << ", \"processed\": " << s.processed.get()
-        << ", \"tx\": " << s.tx.get() << ", \"connections\": " << s.connections.get()
-        << ", \"migrations\": " << s.migrations.get() << ", \"untracked\": " << s.connections_untracked.get() << "}";
+    std::vector<unsigned> worker_lcores;
+    std::vector<baseline::JsonObject> worker_objects;
+    for (const auto& w : workers) {
+      worker_lcores.push_back(w->lcore);
+      worker_objects.push_back(baseline::worker_json(*w));
     }
-    o << "\n  ],\n  \"accounted\": " << (accounted ? "true" : "false") << ",\n  \"mbufs\": {\"total\": " << pool->size
-      << ", \"leaked\": " << leaked << "}\n}\n";
-    std::ofstream f(args.json);
-    f << o.str();
-    if (!f) throw std::runtime_error("cannot write " + args.json);
+    baseline::JsonObject o;
+    o.string("pipeline", "rte_distributor burst").string("profile", profile.path);
+    o.number("distributor_lcore", profile.lcores[0].id).raw("worker_lcores", baseline::json_lcores(worker_lcores));
+    o.number("elapsed_s", elapsed).number("tsc_hz", rte_get_tsc_hz());
+    o.number("rx_mpps", rx_mpps).number("tx_mpps", tx_mpps).number("distributor_cycles_per_packet", cycles_per_pkt);
+    o.number("rx", final_totals.rx).number("unclassifiable", final_totals.unclassifiable);
+    o.number("distributed", final_totals.distributed).number("processed", fw.processed);
+    o.number("tx", fw.tx).number("tx_dropped", fw.tx_dropped);
+    o.raw("workers", baseline::json_array(worker_objects, 2));
+    o.boolean("accounted", accounted);
+    o.raw("mbufs", baseline::JsonObject().number("total", devices.pool->size).number("leaked", leaked).inline_text());
+    baseline::write_json(args.json, o);
   }
 
-  for (auto& w : workers) rte_free(w->tx_buffer);
-  rte_mempool_free(pool);
+  workers.clear();  // their TX buffers, before the pool goes
+  rte_mempool_free(devices.pool);
   if (!accounted) {
     std::fprintf(stderr, "distributor_pipeline: packets unaccounted for (see the totals above)\n");
     return 1;
@@ -378,13 +269,13 @@ int run(const qs::Profile& profile, const AppArgs& args) {
 
 int main(int argc, char** argv) {
   const auto [eal, app, has_separator] = qs::split_eal_args({argv + 1, argv + argc});
-  if (!has_separator) usage_exit("EAL arguments, then --, then the application's");
-  const AppArgs args = parse_app_args(app);
+  if (!has_separator) baseline::usage_exit(kProgram, kRoles, "EAL arguments, then --, then the application's");
+  const baseline::AppArgs args = baseline::parse_app_args(kProgram, kRoles, app);
   const auto loaded = qs::load_profile_or_report(args.profile);
   if (!loaded) return 1;
   const qs::Profile& profile = *loaded;
   try {
-    qs::init_eal("distributor_pipeline", eal);
+    qs::init_eal(kProgram, eal);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

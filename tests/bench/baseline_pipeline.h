@@ -1,0 +1,275 @@
+// What the DPDK-native baselines of scripts/bench/e2e.sh share
+// (distributor_pipeline: rte_distributor; eventdev_pipeline: event_sw): the
+// command line, what they need of the profile, the ports and the pool, a
+// worker's connection stage and TX (the work a quicsteer owner does), the
+// accounting contract and the JSON summary. Each baseline differs only in the
+// hand-off between its first lcore (RX + classification) and its workers.
+// Header-only: each baseline is one translation unit.
+#pragma once
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataplane/connection_stage.h"
+#include "dataplane/connection_table.h"
+#include "dataplane/dataplane.h"  // make_connection_table
+#include "dataplane/lcore_stats.h"
+#include "dataplane/port.h"
+#include "dataplane/profile.h"
+#include "dataplane/steer_meta.h"
+
+namespace qs::baseline {
+
+struct AppArgs {
+  std::string profile;
+  double duration = 5;
+  std::string json;
+};
+
+// `roles` says what the profile's lcores do in this baseline (usage text).
+[[noreturn]] inline void usage_exit(const char* program, const char* roles, const std::string& why) {
+  std::fprintf(stderr,
+               "%s: %s\n"
+               "usage: %s [EAL args] -- --profile FILE [--duration SECONDS] [--json FILE]\n"
+               "  %s\n",
+               program, why.c_str(), program, roles);
+  std::exit(2);
+}
+
+inline AppArgs parse_app_args(const char* program, const char* roles, const std::vector<std::string>& a) {
+  AppArgs out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (i + 1 >= a.size()) usage_exit(program, roles, a[i] + " needs a value");
+    const std::string& v = a[++i];
+    if (a[i - 1] == "--profile") {
+      out.profile = v;
+    } else if (a[i - 1] == "--duration") {
+      char* end = nullptr;
+      out.duration = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || out.duration <= 0)
+        usage_exit(program, roles, "--duration wants seconds > 0, not '" + v + "'");
+    } else if (a[i - 1] == "--json") {
+      out.json = v;
+    } else {
+      usage_exit(program, roles, "unknown argument '" + a[i - 1] + "'");
+    }
+  }
+  if (out.profile.empty()) usage_exit(program, roles, "--profile FILE is required");
+  return out;
+}
+
+// The profile's first lcore takes packets in (`first_role` names it in
+// errors), the others are workers that transmit as quicsteer's owners do.
+inline void check_profile(const Profile& profile, const char* first_role) {
+  if (profile.lcores.size() < 2)
+    throw std::runtime_error(std::string("the profile needs at least two lcores: ") + first_role + " and a worker");
+  if (profile.action.type != OwnerAction::kForward)
+    throw std::runtime_error("the profile's action must be forward (the workers transmit as quicsteer's owners do)");
+  for (const auto& l : profile.lcores)
+    if (!rte_lcore_is_enabled(l.id) || l.id == rte_get_main_lcore())
+      throw std::runtime_error("lcore " + std::to_string(l.id) + " must be an EAL worker lcore (--lcores)");
+  const auto& tx_cfg = profile.ports[std::size_t(profile.action.tx_port)];
+  const std::size_t workers = profile.lcores.size() - 1;
+  if (tx_cfg.tx_queues < workers)
+    throw std::runtime_error("port " + tx_cfg.name + " has " + std::to_string(tx_cfg.tx_queues) + " TX queues; the " +
+                             std::to_string(workers) + " workers need one each");
+}
+
+struct PolledQueue {
+  std::uint16_t port;  // DPDK port id
+  std::uint16_t queue;
+};
+
+// The pool and the started ports of the profile.
+struct Devices {
+  rte_mempool* pool = nullptr;
+  std::vector<std::uint16_t> port_ids;  // by profile port index
+  std::vector<PolledQueue> rx_queues;   // every RX queue of every port: the first lcore polls them all
+  std::uint16_t tx_port = 0;            // action.tx_port's DPDK port id
+};
+
+inline Devices start_devices(const Profile& profile, const char* pool_name) {
+  Devices d;
+  d.pool = rte_pktmbuf_pool_create(pool_name, profile.mempool.mbufs, profile.mempool.cache, 0,
+                                   profile.mempool.data_room, int(rte_socket_id()));
+  if (d.pool == nullptr) throw std::runtime_error(std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno));
+  for (const auto& port : profile.ports) d.port_ids.push_back(find_or_probe_port(port));
+  for (std::size_t i = 0; i < profile.ports.size(); ++i) configure_and_start_port(d.port_ids[i], profile.ports[i], d.pool);
+  for (std::size_t p = 0; p < profile.ports.size(); ++p)
+    for (std::uint16_t q = 0; q < profile.ports[p].rx_queues; ++q) d.rx_queues.push_back({d.port_ids[p], q});
+  d.tx_port = d.port_ids[std::size_t(profile.action.tx_port)];
+  return d;
+}
+
+// Stops and closes the ports (net_pcap's infinite_rx copy of the capture goes
+// back to the pool), then returns how many mbufs are still out of the pool.
+inline std::int64_t stop_devices_and_count_leaked(const Devices& d) {
+  for (std::uint16_t id : d.port_ids) stop_and_close_port(id);
+  return std::int64_t(d.pool->size) - std::int64_t(rte_mempool_avail_count(d.pool));
+}
+
+inline void count_unsent(rte_mbuf** unsent, std::uint16_t count, void* userdata) {
+  rte_pktmbuf_free_bulk(unsent, count);
+  static_cast<OwnerStats*>(userdata)->drops[std::size_t(DropReason::kTxFull)].add(count);
+}
+
+// A worker's share of the owners' work: its own connection shard and its own
+// TX queue of action.tx_port (the worker's index).
+struct Worker {
+  unsigned lcore = 0;
+  std::uint16_t tx_port = 0;
+  std::uint16_t tx_queue = 0;
+  rte_eth_dev_tx_buffer* tx_buffer = nullptr;
+  std::unique_ptr<ConnectionTable> cids;
+  std::unique_ptr<ConnectionTable> connections;
+  ConnectionShard shard;
+  std::uint64_t tx_flush_tsc = 0;  // a partial TX burst waits at most this long
+  std::uint64_t last_flush_tsc = 0;
+  OwnerStats stats;  // the owners' counters: same stage, same names
+
+  Worker() = default;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() { rte_free(tx_buffer); }
+};
+
+// `index` counts workers from 0 (profile lcore index + 1); `seed` keys every
+// worker's connection hashes alike, as quicsteer's owners share one.
+inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::uint16_t tx_port, std::uint64_t seed) {
+  w.lcore = profile.lcores[index + 1].id;
+  w.tx_port = tx_port;
+  w.tx_queue = std::uint16_t(index);
+  w.cids = make_connection_table(profile.action.max_connections, w.lcore);
+  w.connections = make_connection_table(profile.action.max_connections, w.lcore);
+  w.shard = ConnectionShard{w.cids.get(), w.connections.get(), seed,
+                            std::uint64_t(profile.action.idle_timeout_ms) * (rte_get_tsc_hz() / 4000)};
+  w.tx_flush_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;
+  w.tx_buffer = static_cast<rte_eth_dev_tx_buffer*>(
+      rte_zmalloc("baseline_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(profile.rings.burst), RTE_CACHE_LINE_SIZE));
+  if (w.tx_buffer == nullptr) throw std::runtime_error("cannot allocate a TX buffer");
+  rte_eth_tx_buffer_init(w.tx_buffer, profile.rings.burst);
+  rte_eth_tx_buffer_set_err_callback(w.tx_buffer, count_unsent, &w.stats);
+}
+
+// The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
+// as run_connection_stage uses it with action forward and no synthetic cost).
+inline void connection_stage(Worker& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
+  run_connection_burst(w.shard, pkts, n, now, w.stats, [&](rte_mbuf* m, const SteerMeta&) {
+    w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, w.tx_queue, w.tx_buffer, m));
+  });
+}
+
+inline void flush_tx(Worker& w) { w.stats.tx.add(rte_eth_tx_buffer_flush(w.tx_port, w.tx_queue, w.tx_buffer)); }
+
+inline void flush_tx_if_due(Worker& w, std::uint64_t now) {
+  if (now - w.last_flush_tsc <= w.tx_flush_tsc) return;
+  w.last_flush_tsc = now;
+  flush_tx(w);
+}
+
+struct WorkerTotals {
+  std::uint64_t processed = 0, tx = 0, tx_dropped = 0;
+};
+
+template <typename W>
+WorkerTotals sum_workers(const std::vector<std::unique_ptr<W>>& workers) {
+  WorkerTotals t;
+  for (const auto& w : workers) {
+    t.processed += w->stats.processed.get();
+    t.tx += w->stats.tx.get();
+    t.tx_dropped += w->stats.drops[std::size_t(DropReason::kTxFull)].get();
+  }
+  return t;
+}
+
+// The contract of both baselines: every packet read was handed to a worker or
+// dropped as unclassifiable, the workers processed every packet handed over,
+// and each processed packet was sent or counted as a TX drop.
+inline bool accounted(std::uint64_t rx, std::uint64_t unclassifiable, std::uint64_t handed_over, const WorkerTotals& w) {
+  return handed_over == w.processed && rx == unclassifiable + handed_over && w.processed == w.tx + w.tx_dropped;
+}
+
+// A flat JSON object written field by field, in order; values are JSON text.
+class JsonObject {
+ public:
+  template <typename T>
+  JsonObject& number(const std::string& key, T value) {
+    std::ostringstream o;
+    o << value;
+    return raw(key, o.str());
+  }
+  JsonObject& string(const std::string& key, const std::string& value) { return raw(key, "\"" + value + "\""); }
+  JsonObject& boolean(const std::string& key, bool value) { return raw(key, value ? "true" : "false"); }
+  JsonObject& raw(const std::string& key, const std::string& json) {
+    fields_.emplace_back(key, json);
+    return *this;
+  }
+  // On one line: {"a": 1, "b": 2}
+  std::string inline_text() const {
+    std::string s = "{";
+    for (std::size_t i = 0; i < fields_.size(); ++i)
+      s += (i ? ", \"" : "\"") + fields_[i].first + "\": " + fields_[i].second;
+    return s + "}";
+  }
+  // One field a line, indented by `indent` spaces.
+  std::string text(unsigned indent = 0) const {
+    const std::string pad(indent + 2, ' ');
+    std::string s = "{\n";
+    for (std::size_t i = 0; i < fields_.size(); ++i)
+      s += pad + "\"" + fields_[i].first + "\": " + fields_[i].second + (i + 1 < fields_.size() ? ",\n" : "\n");
+    return s + std::string(indent, ' ') + "}";
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+// A JSON array of objects, one a line.
+inline std::string json_array(const std::vector<JsonObject>& items, unsigned indent) {
+  if (items.empty()) return "[]";
+  const std::string pad(indent + 2, ' ');
+  std::string s = "[\n";
+  for (std::size_t i = 0; i < items.size(); ++i)
+    s += pad + items[i].inline_text() + (i + 1 < items.size() ? ",\n" : "\n");
+  return s + std::string(indent, ' ') + "]";
+}
+
+inline std::string json_lcores(const std::vector<unsigned>& ids) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+// The per-worker fields both baselines report.
+inline JsonObject worker_json(const Worker& w) {
+  const OwnerStats& s = w.stats;
+  JsonObject o;
+  o.number("lcore", w.lcore).number("processed", s.processed.get()).number("tx", s.tx.get());
+  o.number("connections", s.connections.get()).number("migrations", s.migrations.get());
+  o.number("untracked", s.connections_untracked.get());
+  return o;
+}
+
+inline void write_json(const std::string& path, const JsonObject& o) {
+  std::ofstream f(path);
+  f << o.text() << "\n";
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace qs::baseline

@@ -1,0 +1,486 @@
+// eventdev_pipeline: the eventdev baseline of scripts/bench.sh e2e.
+//
+//   eventdev_pipeline [EAL args] -- --profile FILE [--duration SECONDS] [--json FILE]
+//
+// The same profile, capture, devices and lcores as a quicsteer run, but the
+// hand-off is DPDK's own flow-affine distribution: the software event device
+// (event_sw) with one atomic queue.
+//   - the profile's first lcore is the producer: it polls every RX queue,
+//     classifies each burst with quicsteer's own MbufClassifier (parse,
+//     QUIC-LB decode, owner resolution: the per-packet work a quicsteer
+//     receiver does) and enqueues each packet as a NEW event of the atomic
+//     queue whose flow_id is the owner steering resolved (QUIC-LB server ID,
+//     else the keyed hash of the DCID): events tagged by owner;
+//   - event_sw schedules in software, in a service. These lcores leave no
+//     core spare for a service lcore, so the producer runs one scheduler
+//     iteration (rte_service_run_iter_on_app_lcore) per loop, and between the
+//     retries of an enqueue the device refused for want of room (the room
+//     comes back only when the scheduler has moved events on);
+//   - the profile's other lcores are workers, one event port each, linked to
+//     the queue: each dequeues a burst of events and runs the connection stage
+//     quicsteer's owners run (the connection table, the 4-tuple check) before
+//     transmitting on its own TX queue of action.tx_port. It is the final
+//     stage, so, as DPDK's eventdev_pipeline example does for its TX stage,
+//     nothing is forwarded: the next dequeue releases the burst (implicit
+//     release), which frees the flows for the scheduler.
+// Atomic scheduling keeps a flow on one worker while it has events in flight,
+// not for good: a flow may move to another worker once released. Each worker
+// therefore reports how many distinct flow_ids it saw, as information.
+//
+// event_sw0 is created here (rte_dev_probe) unless EAL's --vdev made it, so
+// the command line is the distributor's and e2e.sh gives both the same EAL
+// arguments. On stop the producer stops reading, keeps the scheduler running
+// until the workers processed every event enqueued, and only then stops them.
+// Rates are taken over [launch, end of --duration]; the totals after the stop.
+// Exits 1 unless every packet read was sent, dropped as unclassifiable or
+// counted as a TX drop, and every mbuf is back in the pool.
+#include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_eventdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <rte_random.h>
+#include <rte_service.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/counter.h"
+#include "dataplane/eal_init.h"
+#include "dataplane/mbuf_classifier.h"  // kMaxOwners
+#include "dataplane/parking_ticket.h"   // kMaxBurst
+#include "dataplane/profile.h"
+#include "rings/cache_line.h"
+#include "tests/bench/baseline_pipeline.h"
+
+namespace {
+
+namespace baseline = qs::baseline;
+
+constexpr const char* kProgram = "eventdev_pipeline";
+constexpr const char* kRoles = "the profile's first lcore produces events and runs the event_sw scheduler, the others are workers";
+constexpr const char* kEventDevName = "event_sw0";
+constexpr std::uint8_t kQueue = 0;  // the one atomic queue
+// How long the producer waits, after it stopped reading, for the workers to
+// process what is in the device. Far more than 4096 events (event_sw's
+// capacity) take; a device that stopped delivering must not hang the
+// benchmark. What is left then is freed by rte_event_dev_stop's flush
+// callback and counted (flushed_at_stop), which fails the accounting.
+constexpr double kDrainLimitSeconds = 5;
+
+struct alignas(qs::kCacheLine) ProducerStats {
+  qs::Counter rx;
+  qs::Counter unclassifiable;    // malformed or not UDP: freed, as quicsteer does
+  qs::Counter enqueued;          // NEW events the device accepted
+  qs::Counter enqueue_retries;   // enqueue calls that took fewer events than offered (the rest was offered again)
+  qs::Counter enqueue_cycles;    // TSC cycles inside rte_event_enqueue_burst
+  qs::Counter scheduler_calls;   // scheduler service iterations run on this lcore
+  qs::Counter scheduler_cycles;  // TSC cycles inside them
+  qs::Counter drain_timed_out;   // 1 if the workers did not empty the device within kDrainLimitSeconds
+};
+
+struct Shared {
+  std::uint8_t dev = 0;
+  std::uint32_t scheduler_service = 0;
+  std::atomic<bool> stop_rx{false};
+  std::atomic<bool> stop_workers{false};
+};
+
+struct WorkerLcore : baseline::Worker {
+  Shared* shared = nullptr;
+  std::uint8_t event_port = 0;
+  std::uint16_t burst = 32;
+  // flow_ids (owner indices) this worker dequeued: its own, and counted
+  // into flows_seen when it stops (the reporter reads only counters).
+  std::array<bool, qs::kMaxOwners> flow_seen{};
+  qs::Counter flows_seen;
+};
+
+struct ProducerLcore {
+  Shared* shared = nullptr;
+  std::uint8_t event_port = 0;
+  std::vector<baseline::PolledQueue> queues;
+  const qs::MbufClassifier* classifier = nullptr;
+  unsigned burst = 32;
+  const std::vector<std::unique_ptr<WorkerLcore>>* workers = nullptr;  // their processed counts, for the drain
+  ProducerStats stats;
+};
+
+void run_scheduler(ProducerLcore& c) {
+  const std::uint64_t t0 = rte_rdtsc();
+  rte_service_run_iter_on_app_lcore(c.shared->scheduler_service, 1);
+  c.stats.scheduler_cycles.add(rte_rdtsc() - t0);
+  c.stats.scheduler_calls.add();
+}
+
+// Enqueues all n events. event_sw refuses NEW events beyond the port's
+// new_event_threshold (and takes at most 64 a call); room comes back only as
+// the scheduler hands events to the workers and they release them, and the
+// scheduler runs on this lcore: so run it between retries, as the DPDK
+// example retries, and never give up on an event (each holds an mbuf).
+void enqueue_all(ProducerLcore& c, rte_event* ev, unsigned n) {
+  const Shared& s = *c.shared;
+  unsigned done = 0;
+  for (;;) {
+    const std::uint64_t t0 = rte_rdtsc();
+    done += rte_event_enqueue_burst(s.dev, c.event_port, ev + done, std::uint16_t(n - done));
+    c.stats.enqueue_cycles.add(rte_rdtsc() - t0);
+    if (done == n) break;
+    c.stats.enqueue_retries.add();
+    run_scheduler(c);
+  }
+  c.stats.enqueued.add(n);
+}
+
+std::uint64_t processed_by_workers(const ProducerLcore& c) {
+  std::uint64_t sum = 0;
+  for (const auto& w : *c.workers) sum += w->stats.processed.get();
+  return sum;
+}
+
+int producer_main(void* arg) {
+  ProducerLcore& c = *static_cast<ProducerLcore*>(arg);
+  rte_mbuf* pkts[qs::kMaxBurst];
+  std::uint16_t owner[qs::kMaxBurst];
+  qs::RxClass cls[qs::kMaxBurst];
+  rte_event ev[qs::kMaxBurst];
+  while (!c.shared->stop_rx.load(std::memory_order_relaxed)) {
+    for (const baseline::PolledQueue& q : c.queues) {
+      const std::uint16_t n = rte_eth_rx_burst(q.port, q.queue, pkts, std::uint16_t(c.burst));
+      if (n == 0) continue;
+      c.stats.rx.add(n);
+      qs::RouteCounts routes;  // this baseline routes without forwarding tables, as the distributor's
+      c.classifier->classify(pkts, n, owner, cls, 0, routes);
+      unsigned kept = 0;
+      for (unsigned i = 0; i < n; ++i) {
+        if (cls[i] == qs::RxClass::kMalformed || cls[i] == qs::RxClass::kNotUdp) {
+          rte_pktmbuf_free(pkts[i]);
+          continue;
+        }
+        rte_event& e = ev[kept++];
+        e.event = 0;
+        e.flow_id = owner[i];  // the flow tag: events of one owner go to one worker at a time
+        e.op = RTE_EVENT_OP_NEW;
+        e.event_type = RTE_EVENT_TYPE_CPU;  // a software producer (not the ethdev RX adapter)
+        e.sched_type = RTE_SCHED_TYPE_ATOMIC;
+        e.queue_id = kQueue;
+        e.priority = RTE_EVENT_DEV_PRIORITY_NORMAL;
+        e.mbuf = pkts[i];
+      }
+      if (kept != n) c.stats.unclassifiable.add(n - kept);
+      if (kept != 0) enqueue_all(c, ev, kept);
+    }
+    run_scheduler(c);
+  }
+  // Nothing new comes in: schedule until the workers processed every event
+  // enqueued (they count a burst before transmitting it), then stop them.
+  const std::uint64_t enqueued = c.stats.enqueued.get();
+  const std::uint64_t give_up = rte_rdtsc() + std::uint64_t(kDrainLimitSeconds * double(rte_get_tsc_hz()));
+  while (processed_by_workers(c) < enqueued) {
+    run_scheduler(c);
+    if (rte_rdtsc() > give_up) {
+      c.stats.drain_timed_out.add();
+      break;
+    }
+  }
+  c.shared->stop_workers.store(true, std::memory_order_release);
+  return 0;
+}
+
+int worker_main(void* arg) {
+  WorkerLcore& w = *static_cast<WorkerLcore*>(arg);
+  const Shared& s = *w.shared;
+  rte_event ev[qs::kMaxBurst];
+  rte_mbuf* pkts[qs::kMaxBurst];
+  w.last_flush_tsc = rte_rdtsc();
+  while (!s.stop_workers.load(std::memory_order_acquire)) {
+    // This call also releases the previous burst (implicit release).
+    const std::uint16_t n = rte_event_dequeue_burst(s.dev, w.event_port, ev, w.burst, 0);
+    const std::uint64_t now = rte_rdtsc();
+    if (n > 0) {
+      for (unsigned i = 0; i < n; ++i) {
+        pkts[i] = ev[i].mbuf;
+        w.flow_seen[ev[i].flow_id % qs::kMaxOwners] = true;
+      }
+      baseline::connection_stage(w, pkts, n, now);
+    }
+    baseline::flush_tx_if_due(w, now);
+    if (n == 0) rte_pause();
+  }
+  // The last burst's release is still pending in the port: rte_event_dev_stop
+  // dequeues every port, which issues it, before the device is torn down.
+  baseline::flush_tx(w);
+  w.flows_seen.set(std::uint64_t(std::count(w.flow_seen.begin(), w.flow_seen.end(), true)));
+  return 0;
+}
+
+// Events still in the device at rte_event_dev_stop (none once the workers
+// drained it): their mbufs are freed and counted.
+void free_flushed_event(std::uint8_t, rte_event ev, void* count) {
+  rte_pktmbuf_free(ev.mbuf);
+  ++*static_cast<std::uint64_t*>(count);
+}
+
+// The event device: event_sw0 with one atomic queue, a producer port (0) and
+// one port per worker (1..), each linked to the queue; its scheduler service
+// set to run on application lcores. Returns whether this call created the
+// device (then it is removed at the end).
+bool set_up_event_device(Shared& shared, unsigned workers, unsigned burst, std::uint64_t* flushed_at_stop) {
+  bool created = false;
+  int dev = rte_event_dev_get_dev_id(kEventDevName);
+  if (dev < 0) {
+    const int rc = rte_dev_probe(kEventDevName);
+    if (rc != 0)
+      throw std::runtime_error(std::string("cannot create ") + kEventDevName + ": " + rte_strerror(-rc) +
+                               " (is librte_event_sw loaded? EAL -d librte_event_sw.so)");
+    created = true;
+    dev = rte_event_dev_get_dev_id(kEventDevName);
+    if (dev < 0) throw std::runtime_error(std::string(kEventDevName) + " was probed but is not an event device");
+  }
+  shared.dev = std::uint8_t(dev);
+
+  rte_event_dev_info info;
+  if (rte_event_dev_info_get(shared.dev, &info) != 0) throw std::runtime_error("rte_event_dev_info_get failed");
+  if (workers + 1 > info.max_event_ports)
+    throw std::runtime_error(std::string(kEventDevName) + " has " + std::to_string(info.max_event_ports) +
+                             " ports; a producer and " + std::to_string(workers) + " workers need one each");
+  rte_event_dev_config config{};
+  config.nb_event_queues = 1;
+  config.nb_event_ports = std::uint8_t(workers + 1);
+  config.nb_events_limit = info.max_num_events;  // event_sw: 4096 events in flight
+  config.nb_event_queue_flows = std::min<std::uint32_t>(1024, info.max_event_queue_flows);
+  // The deepest worker queues the device has: the scheduler moves the most
+  // per iteration, the baseline's best case.
+  config.nb_event_port_dequeue_depth = info.max_event_port_dequeue_depth;
+  config.nb_event_port_enqueue_depth = info.max_event_port_enqueue_depth;
+  config.dequeue_timeout_ns = 0;  // workers poll, as quicsteer's owners and the distributor's workers do
+  int rc = rte_event_dev_configure(shared.dev, &config);
+  if (rc < 0) throw std::runtime_error(std::string("rte_event_dev_configure: ") + rte_strerror(-rc));
+
+  rte_event_queue_conf queue{};
+  rte_event_queue_default_conf_get(shared.dev, kQueue, &queue);
+  queue.schedule_type = RTE_SCHED_TYPE_ATOMIC;
+  queue.nb_atomic_flows = config.nb_event_queue_flows;
+  queue.priority = RTE_EVENT_DEV_PRIORITY_NORMAL;
+  rc = rte_event_queue_setup(shared.dev, kQueue, &queue);
+  if (rc < 0) throw std::runtime_error(std::string("rte_event_queue_setup: ") + rte_strerror(-rc));
+
+  rte_event_port_conf port{};
+  rte_event_port_default_conf_get(shared.dev, 0, &port);
+  port.new_event_threshold = std::int32_t(config.nb_events_limit);  // the only port that injects: all of them
+  port.enqueue_depth = std::uint16_t(std::min<std::uint32_t>(config.nb_event_port_enqueue_depth, qs::kMaxBurst));
+  port.event_port_cfg = RTE_EVENT_PORT_CFG_HINT_PRODUCER;
+  rc = rte_event_port_setup(shared.dev, 0, &port);
+  if (rc < 0) throw std::runtime_error(std::string("rte_event_port_setup (producer): ") + rte_strerror(-rc));
+  for (unsigned i = 0; i < workers; ++i) {
+    const std::uint8_t id = std::uint8_t(i + 1);
+    rte_event_port_default_conf_get(shared.dev, id, &port);
+    port.dequeue_depth = std::uint16_t(config.nb_event_port_dequeue_depth);
+    port.enqueue_depth = std::uint16_t(std::min<std::uint32_t>(config.nb_event_port_enqueue_depth, burst));
+    port.event_port_cfg = RTE_EVENT_PORT_CFG_HINT_WORKER;  // implicit release stays on
+    rc = rte_event_port_setup(shared.dev, id, &port);
+    if (rc < 0) throw std::runtime_error("rte_event_port_setup (worker " + std::to_string(i) + "): " + rte_strerror(-rc));
+    const std::uint8_t queue_id = kQueue;
+    if (rte_event_port_link(shared.dev, id, &queue_id, nullptr, 1) != 1)
+      throw std::runtime_error("cannot link event port " + std::to_string(id) + " to the queue: " + rte_strerror(rte_errno));
+  }
+
+  rc = rte_event_dev_service_id_get(shared.dev, &shared.scheduler_service);
+  if (rc != 0)
+    throw std::runtime_error(std::string(kEventDevName) + " has no scheduler service: " + rte_strerror(-rc));
+  // No service lcore is mapped to it (an application lcore runs it), which
+  // the start-up check would otherwise refuse.
+  rte_service_runstate_set(shared.scheduler_service, 1);
+  rte_service_set_runstate_mapped_check(shared.scheduler_service, 0);
+  rc = rte_event_dev_stop_flush_callback_register(shared.dev, free_flushed_event, flushed_at_stop);
+  if (rc != 0) throw std::runtime_error(std::string("cannot register the stop flush callback: ") + rte_strerror(-rc));
+  rc = rte_event_dev_start(shared.dev);
+  if (rc < 0) throw std::runtime_error(std::string("rte_event_dev_start: ") + rte_strerror(-rc));
+  // The producer ignores the return of each iteration on the data path: check
+  // once here that the service runs from an application lcore at all.
+  rc = rte_service_run_iter_on_app_lcore(shared.scheduler_service, 1);
+  if (rc != 0)
+    throw std::runtime_error(std::string("the event_sw scheduler does not run on an application lcore: ") +
+                             rte_strerror(-rc));
+  return created;
+}
+
+void tear_down_event_device(const Shared& shared, bool created) {
+  rte_event_dev_stop(shared.dev);  // flushes what is left to free_flushed_event
+  rte_event_dev_info info;
+  const bool have_info = rte_event_dev_info_get(shared.dev, &info) == 0;
+  rte_event_dev_close(shared.dev);
+  if (created && have_info && info.dev != nullptr) rte_dev_remove(info.dev);
+}
+
+struct Totals {
+  std::uint64_t rx = 0, unclassifiable = 0, enqueued = 0, enqueue_retries = 0;
+  std::uint64_t enqueue_cycles = 0, scheduler_calls = 0, scheduler_cycles = 0, drain_timed_out = 0;
+  baseline::WorkerTotals workers;
+};
+
+Totals read_totals(const ProducerLcore& p, const std::vector<std::unique_ptr<WorkerLcore>>& workers) {
+  Totals t;
+  t.rx = p.stats.rx.get();
+  t.unclassifiable = p.stats.unclassifiable.get();
+  t.enqueued = p.stats.enqueued.get();
+  t.enqueue_retries = p.stats.enqueue_retries.get();
+  t.enqueue_cycles = p.stats.enqueue_cycles.get();
+  t.scheduler_calls = p.stats.scheduler_calls.get();
+  t.scheduler_cycles = p.stats.scheduler_cycles.get();
+  t.drain_timed_out = p.stats.drain_timed_out.get();
+  t.workers = baseline::sum_workers(workers);
+  return t;
+}
+
+int run(const qs::Profile& profile, const baseline::AppArgs& args) {
+  baseline::check_profile(profile, "a producer");
+  if (profile.rings.burst > qs::kMaxBurst)
+    throw std::runtime_error("rings.burst " + std::to_string(profile.rings.burst) + " exceeds " +
+                             std::to_string(qs::kMaxBurst));
+  const baseline::Devices devices = baseline::start_devices(profile, "evdev_mbufs");
+  const unsigned n_workers = unsigned(profile.lcores.size() - 1);
+
+  Shared shared;
+  std::uint64_t flushed_at_stop = 0;
+  const bool created = set_up_event_device(shared, n_workers, profile.rings.burst, &flushed_at_stop);
+
+  const qs::MbufClassifier classifier(profile.steering);
+  std::vector<std::unique_ptr<WorkerLcore>> workers;
+  const std::uint64_t seed = rte_rand();
+  for (unsigned i = 0; i < n_workers; ++i) {
+    auto w = std::make_unique<WorkerLcore>();
+    baseline::init_worker(*w, profile, i, devices.tx_port, seed);
+    w->shared = &shared;
+    w->event_port = std::uint8_t(i + 1);
+    w->burst = profile.rings.burst;
+    workers.push_back(std::move(w));
+  }
+  auto producer = std::make_unique<ProducerLcore>();
+  producer->shared = &shared;
+  producer->event_port = 0;
+  producer->queues = devices.rx_queues;
+  producer->classifier = &classifier;
+  producer->burst = profile.rings.burst;
+  producer->workers = &workers;
+
+  std::printf("eventdev_pipeline: producer + event_sw scheduler on lcore %u, %u worker lcore(s), %zu RX queue(s), "
+              "one atomic queue, flow_id = owner\n",
+              profile.lcores[0].id, n_workers, producer->queues.size());
+  const std::uint64_t start = rte_rdtsc();
+  for (const auto& w : workers)
+    if (rte_eal_remote_launch(worker_main, w.get(), w->lcore) != 0)
+      throw std::runtime_error("cannot launch worker lcore " + std::to_string(w->lcore));
+  if (rte_eal_remote_launch(producer_main, producer.get(), profile.lcores[0].id) != 0)
+    throw std::runtime_error("cannot launch the producer lcore");
+  std::this_thread::sleep_for(std::chrono::duration<double>(args.duration));
+  const Totals at_end = read_totals(*producer, workers);
+  const std::uint64_t end = rte_rdtsc();
+  shared.stop_rx.store(true, std::memory_order_relaxed);
+  rte_eal_mp_wait_lcore();
+  const Totals final_totals = read_totals(*producer, workers);
+  tear_down_event_device(shared, created);
+  const std::int64_t leaked = baseline::stop_devices_and_count_leaked(devices);
+
+  const double hz = double(rte_get_tsc_hz());
+  const double elapsed = double(end - start) / hz;
+  const double rx_mpps = double(at_end.rx) / elapsed / 1e6;
+  const double tx_mpps = double(at_end.workers.tx) / elapsed / 1e6;
+  const double per_event = final_totals.enqueued ? 1.0 / double(final_totals.enqueued) : 0;
+  const double scheduler_cycles_per_pkt = double(final_totals.scheduler_cycles) * per_event;
+  const double eventdev_cycles_per_pkt = double(final_totals.scheduler_cycles + final_totals.enqueue_cycles) * per_event;
+  const baseline::WorkerTotals& fw = final_totals.workers;
+  const bool accounted = baseline::accounted(final_totals.rx, final_totals.unclassifiable, final_totals.enqueued, fw);
+
+  std::printf("eventdev_pipeline: %.3f s, rx %.3f Mpps, tx %.3f Mpps, %.1f TSC cycles/packet in the producer's "
+              "enqueues and scheduler iterations (of which scheduler %.1f; waits for workers included)\n",
+              elapsed, rx_mpps, tx_mpps, eventdev_cycles_per_pkt, scheduler_cycles_per_pkt);
+  std::printf("  totals: rx %llu, unclassifiable %llu, enqueued %llu (%llu enqueue retries), processed %llu, tx %llu, "
+              "tx dropped %llu, flushed at stop %llu; mbufs leaked %lld\n",
+              (unsigned long long)final_totals.rx, (unsigned long long)final_totals.unclassifiable,
+              (unsigned long long)final_totals.enqueued, (unsigned long long)final_totals.enqueue_retries,
+              (unsigned long long)fw.processed, (unsigned long long)fw.tx, (unsigned long long)fw.tx_dropped,
+              (unsigned long long)flushed_at_stop, (long long)leaked);
+  for (const auto& w : workers)
+    std::printf("  worker lcore %u: processed %llu, %llu distinct flow_id(s)\n", w->lcore,
+                (unsigned long long)w->stats.processed.get(), (unsigned long long)w->flows_seen.get());
+  if (final_totals.drain_timed_out)
+    std::fprintf(stderr, "eventdev_pipeline: the workers did not empty the device within %.0f s of the stop\n",
+                 kDrainLimitSeconds);
+
+  if (!args.json.empty()) {
+    std::vector<unsigned> worker_lcores;
+    std::vector<baseline::JsonObject> worker_objects;
+    for (const auto& w : workers) {
+      worker_lcores.push_back(w->lcore);
+      worker_objects.push_back(baseline::worker_json(*w).number("flows_seen", w->flows_seen.get()));
+    }
+    baseline::JsonObject o;
+    o.string("pipeline", "event_sw atomic").string("profile", profile.path);
+    o.number("producer_lcore", profile.lcores[0].id).raw("worker_lcores", baseline::json_lcores(worker_lcores));
+    o.number("elapsed_s", elapsed).number("tsc_hz", rte_get_tsc_hz());
+    o.number("rx_mpps", rx_mpps).number("tx_mpps", tx_mpps);
+    o.number("eventdev_cycles_per_packet", eventdev_cycles_per_pkt);
+    o.number("scheduler_cycles_per_packet", scheduler_cycles_per_pkt);
+    o.number("scheduler_calls", final_totals.scheduler_calls).number("enqueue_retries", final_totals.enqueue_retries);
+    o.number("rx", final_totals.rx).number("unclassifiable", final_totals.unclassifiable);
+    o.number("enqueued", final_totals.enqueued).number("processed", fw.processed);
+    o.number("tx", fw.tx).number("tx_dropped", fw.tx_dropped).number("flushed_at_stop", flushed_at_stop);
+    o.boolean("drain_timed_out", final_totals.drain_timed_out != 0);
+    o.raw("workers", baseline::json_array(worker_objects, 2));
+    o.boolean("accounted", accounted);
+    o.raw("mbufs", baseline::JsonObject().number("total", devices.pool->size).number("leaked", leaked).inline_text());
+    baseline::write_json(args.json, o);
+  }
+
+  workers.clear();  // their TX buffers, before the pool goes
+  rte_mempool_free(devices.pool);
+  if (!accounted) {
+    std::fprintf(stderr, "eventdev_pipeline: packets unaccounted for (see the totals above)\n");
+    return 1;
+  }
+  if (leaked != 0) {
+    std::fprintf(stderr, "eventdev_pipeline: %lld mbufs were not returned to the pool\n", (long long)leaked);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto [eal, app, has_separator] = qs::split_eal_args({argv + 1, argv + argc});
+  if (!has_separator) baseline::usage_exit(kProgram, kRoles, "EAL arguments, then --, then the application's");
+  const baseline::AppArgs args = baseline::parse_app_args(kProgram, kRoles, app);
+  const auto loaded = qs::load_profile_or_report(args.profile);
+  if (!loaded) return 1;
+  const qs::Profile& profile = *loaded;
+  try {
+    qs::init_eal(kProgram, eal);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  int status = 1;
+  try {
+    status = run(profile, args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "eventdev_pipeline: %s\n", e.what());
+  }
+  rte_eal_cleanup();
+  return status;
+}
