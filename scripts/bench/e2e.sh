@@ -33,21 +33,14 @@ cd "$root"
 json=results/e2e.json
 runs=5
 seconds=3
-while [ $# -gt 0 ]; do
-  case $1 in
-    --json) json=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --seconds) seconds=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh e2e [--json FILE] [--runs N] [--seconds S]" >&2; exit 2 ;;
-  esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "e2e.sh: --runs wants a whole number >= 1" >&2; exit 2; }
-[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "e2e.sh: --seconds wants a number" >&2; exit 2; }
+source "$root/scripts/bench/lib/args.sh"
+bench_parse_args e2e.sh "scripts/bench.sh e2e [--json FILE] [--runs N] [--seconds S]" "$@"
 
 for tool in dpdk-testpmd gnuplot python3; do
   command -v $tool >/dev/null || { echo "e2e.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 source "$root/scripts/bench/lib/build.sh"
+source "$root/scripts/bench/lib/testpmd.sh"
 build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/eventdev_pipeline \
   tests/bench/bench_backpressure
 
@@ -93,42 +86,11 @@ echo "     main lcore is oversubscribed with lcore 1 but idle); $runs run(s) of 
 echo "e2e: background load before the runs: $background of $(nproc) CPUs busy"
 echo "e2e: ${capture_info#quicgen: }"
 
-# testpmd in interactive mode, fed through a FIFO once its prompt is up, so
-# that the measured window starts after initialisation: "show port stats"
-# reports the rate since the previous "show", timed with the TSC.
-run_testpmd() {
-  local out=$1 fifo=$work/testpmd.in
-  rm -f "$fifo"
-  mkfifo "$fifo"
-  dpdk-testpmd "${eal[@]}" "${vdevs[@]}" -- -i --forward-mode=io --nb-cores=2 --rxq=2 --txq=2 \
-    --rxd=1024 --txd=1024 --burst=32 --total-num-mbufs=131071 --mbcache=256 < "$fifo" > "$out" 2>&1 &
-  tp_pid=$!
-  exec 3> "$fifo"
-  local waited=0
-  until grep -q 'testpmd> ' "$out" 2>/dev/null; do
-    sleep 0.1
-    waited=$((waited + 1))
-    if [ $waited -gt 600 ] || ! kill -0 "$tp_pid" 2>/dev/null; then
-      echo "e2e.sh: testpmd did not come up; its output:" >&2
-      cat "$out" >&2
-      exit 1
-    fi
-  done
-  echo start >&3
-  sleep 1
-  echo "show port stats all" >&3
-  sleep "$seconds"
-  echo "show port stats all" >&3
-  echo stop >&3
-  echo quit >&3
-  exec 3>&-
-  wait "$tp_pid"
-  tp_pid=
-}
 
 for r in $(seq 1 "$runs"); do
   echo "e2e: run $r/$runs"
-  run_testpmd "$work/testpmd-$r.txt"
+  run_testpmd e2e.sh "$work/testpmd-$r.txt" "$work" "$seconds" start "${eal[@]}" "${vdevs[@]}" -- -i \
+    --forward-mode=io --nb-cores=2 --rxq=2 --txq=2 --rxd=1024 --txd=1024 --burst=32 --total-num-mbufs=131071 --mbcache=256
   for p in demo split split_stack lossless drop; do
     # split_stack: the split profile on DPDK's stack mempool driver, whose LIFO
     # hands the receiver back the mbufs the owner freed last, still warm.

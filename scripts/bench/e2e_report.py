@@ -85,35 +85,21 @@ def quicsteer_run(path):
     }
 
 
-def distributor_run(path):
+def baseline_run(path, name, cycle_keys):
+    """One run of a DPDK-native baseline (distributor or eventdev pipeline)."""
     d = json.load(open(path))
-    if not d["accounted"] or d["mbufs"]["leaked"] != 0:
-        raise SystemExit(f"e2e_report: {path}: the distributor pipeline lost packets or mbufs")
+    if not d["accounted"] or d["mbufs"]["leaked"] != 0 or d.get("flushed_at_stop", 0) != 0:
+        raise SystemExit(f"e2e_report: {path}: the {name} pipeline lost packets or mbufs")
     rx = d["rx"]
-    return {
+    run = {
         "rx_mpps": d["rx_mpps"],
         "tx_mpps": d["tx_mpps"],
         "software_drop_pct": 0.0,
         "unclassifiable_pct": 100.0 * d["unclassifiable"] / rx if rx else 0.0,
-        "distributor_cycles_per_packet": d["distributor_cycles_per_packet"],
         "tsc_hz": d["tsc_hz"],
     }
-
-
-def eventdev_run(path):
-    d = json.load(open(path))
-    if not d["accounted"] or d["mbufs"]["leaked"] != 0 or d["flushed_at_stop"] != 0:
-        raise SystemExit(f"e2e_report: {path}: the eventdev pipeline lost packets or mbufs")
-    rx = d["rx"]
-    return {
-        "rx_mpps": d["rx_mpps"],
-        "tx_mpps": d["tx_mpps"],
-        "software_drop_pct": 0.0,
-        "unclassifiable_pct": 100.0 * d["unclassifiable"] / rx if rx else 0.0,
-        "eventdev_cycles_per_packet": d["eventdev_cycles_per_packet"],
-        "scheduler_cycles_per_packet": d["scheduler_cycles_per_packet"],
-        "tsc_hz": d["tsc_hz"],
-    }
+    run.update({k: d[k] for k in cycle_keys})
+    return run
 
 
 def collect(work, runs):
@@ -123,8 +109,10 @@ def collect(work, runs):
         per["testpmd"].append({"rx_mpps": rx, "tx_mpps": tx, "software_drop_pct": 0.0, "unclassifiable_pct": 0.0})
         for name in ("demo", "split", "split_stack", "lossless", "drop"):
             per[name].append(quicsteer_run(os.path.join(work, f"{name}-{r}.json")))
-        per["distributor"].append(distributor_run(os.path.join(work, f"distributor-{r}.json")))
-        per["eventdev"].append(eventdev_run(os.path.join(work, f"eventdev-{r}.json")))
+        per["distributor"].append(baseline_run(os.path.join(work, f"distributor-{r}.json"), "distributor",
+                                                ["distributor_cycles_per_packet"]))
+        per["eventdev"].append(baseline_run(os.path.join(work, f"eventdev-{r}.json"), "eventdev",
+                                             ["eventdev_cycles_per_packet", "scheduler_cycles_per_packet"]))
     return per
 
 

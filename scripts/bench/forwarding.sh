@@ -24,16 +24,8 @@ cd "$root"
 json=results/forwarding.json
 runs=5
 seconds=3
-while [ $# -gt 0 ]; do
-  case $1 in
-    --json) json=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --seconds) seconds=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh forwarding [--json FILE] [--runs N] [--seconds S]" >&2; exit 2 ;;
-  esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "forwarding.sh: --runs wants a whole number >= 1" >&2; exit 2; }
-[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "forwarding.sh: --seconds wants a number" >&2; exit 2; }
+source "$root/scripts/bench/lib/args.sh"
+bench_parse_args forwarding.sh "scripts/bench.sh forwarding [--json FILE] [--runs N] [--seconds S]" "$@"
 
 source "$root/scripts/bench/lib/build.sh"
 build_bench forwarding.sh quicsteer quicgen

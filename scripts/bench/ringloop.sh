@@ -27,21 +27,20 @@ runs=5
 seconds=3
 packets=1024
 before=
-while [ $# -gt 0 ]; do
+source "$root/scripts/bench/lib/args.sh"
+bench_extra_arg() {
   case $1 in
-    --json) json=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --seconds) seconds=$2; shift 2 ;;
-    --packets) packets=$2; shift 2 ;;
-    --before) before=$(cd "$2" && pwd); shift 2 ;;
-    *) echo "usage: scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]" >&2; exit 2 ;;
+    --packets) packets=$2 ;;
+    --before) before=$(cd "$2" && pwd) ;;
+    *) return 1 ;;
   esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "ringloop.sh: --runs wants a whole number >= 1" >&2; exit 2; }
+}
+bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]" "$@"
 [[ $packets =~ ^[1-9][0-9]*$ ]] && [ $((packets % 64)) = 0 ] ||
   { echo "ringloop.sh: --packets wants a multiple of 64 (testpmd sends bursts of 32 on 2 queues)" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "ringloop.sh: dpdk-testpmd is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 source "$root/scripts/bench/lib/build.sh"
+source "$root/scripts/bench/lib/testpmd.sh"
 build_bench ringloop.sh tests/bench/ring_loop
 if [ -n "$before" ] && [ ! -x "$before/tests/bench/ring_loop" ]; then
   echo "ringloop.sh: $before/tests/bench/ring_loop is missing: build it there first" >&2
@@ -62,37 +61,6 @@ cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "ringloop: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1;"
 echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating"
 
-# testpmd fed through a FIFO once its prompt is up (as e2e.sh): the rate is
-# what "show port stats" reports between its second and first call.
-run_testpmd() {
-  local mode=$1 out=$2 fifo=$work/testpmd.in
-  rm -f "$fifo"
-  mkfifo "$fifo"
-  dpdk-testpmd "${eal[@]}" --vdev net_ring0 -- -i --forward-mode="$mode" --port-topology=loop --nb-cores=2 \
-    --rxq=2 --txq=2 --rxd=1024 --txd=1024 --burst=32 --total-num-mbufs=16383 --mbcache=256 < "$fifo" > "$out" 2>&1 &
-  tp_pid=$!
-  exec 3> "$fifo"
-  local waited=0
-  until grep -q 'testpmd> ' "$out" 2>/dev/null; do
-    sleep 0.1
-    waited=$((waited + 1))
-    if [ $waited -gt 600 ] || ! kill -0 "$tp_pid" 2>/dev/null; then
-      echo "ringloop.sh: testpmd did not come up; its output:" >&2
-      cat "$out" >&2
-      exit 1
-    fi
-  done
-  echo "start tx_first $((packets / 64))" >&3
-  sleep 1
-  echo "show port stats all" >&3
-  sleep "$seconds"
-  echo "show port stats all" >&3
-  echo stop >&3
-  echo quit >&3
-  exec 3>&-
-  wait "$tp_pid"
-  tp_pid=
-}
 
 run_loop() {
   local dir=$1 layout=$2 name=$3 r=$4
@@ -103,8 +71,11 @@ run_loop() {
 
 for r in $(seq 1 "$runs"); do
   echo "ringloop: run $r/$runs"
-  run_testpmd io "$work/testpmd_io-$r.txt"
-  run_testpmd macswap "$work/testpmd_macswap-$r.txt"
+  for mode in io macswap; do
+    run_testpmd ringloop.sh "$work/testpmd_$mode-$r.txt" "$work" "$seconds" "start tx_first $((packets / 64))" \
+      "${eal[@]}" --vdev net_ring0 -- -i --forward-mode="$mode" --port-topology=loop --nb-cores=2 \
+      --rxq=2 --txq=2 --rxd=1024 --txd=1024 --burst=32 --total-num-mbufs=16383 --mbcache=256
+  done
   for layout in demo split; do
     run_loop "$build" $layout $layout "$r"
     if [ -n "$before" ]; then run_loop "$before" $layout "${layout}_before" "$r"; fi

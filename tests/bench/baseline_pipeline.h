@@ -8,6 +8,7 @@
 #pragma once
 
 #include <rte_cycles.h>
+#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -29,6 +30,7 @@
 #include "dataplane/connection_stage.h"
 #include "dataplane/connection_table.h"
 #include "dataplane/dataplane.h"  // make_connection_table
+#include "dataplane/eal_init.h"
 #include "dataplane/lcore_stats.h"
 #include "dataplane/port.h"
 #include "dataplane/profile.h"
@@ -270,6 +272,47 @@ inline void write_json(const std::string& path, const JsonObject& o) {
   std::ofstream f(path);
   f << o.text() << "\n";
   if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+// The end of a run: the pool goes back (the workers' TX buffers must be gone
+// already) and the accounting contract becomes the exit status.
+inline int release_and_report(const char* program, rte_mempool* pool, bool accounted, std::int64_t leaked) {
+  rte_mempool_free(pool);
+  if (!accounted) {
+    std::fprintf(stderr, "%s: packets unaccounted for (see the totals above)\n", program);
+    return 1;
+  }
+  if (leaked != 0) {
+    std::fprintf(stderr, "%s: %lld mbufs were not returned to the pool\n", program, static_cast<long long>(leaked));
+    return 1;
+  }
+  return 0;
+}
+
+// Both programs' main(): EAL arguments, then --, then the application's; the
+// profile is loaded (and reported on) before EAL starts. `run(profile, args)`
+// returns the exit status.
+template <typename Run>
+int main_of(const char* program, const char* roles, int argc, char** argv, Run&& run) {
+  const auto [eal, app, has_separator] = split_eal_args({argv + 1, argv + argc});
+  if (!has_separator) usage_exit(program, roles, "EAL arguments, then --, then the application's");
+  const AppArgs args = parse_app_args(program, roles, app);
+  const auto loaded = load_profile_or_report(args.profile);
+  if (!loaded) return 1;
+  try {
+    init_eal(program, eal);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  int status = 1;
+  try {
+    status = run(*loaded, args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+  }
+  rte_eal_cleanup();
+  return status;
 }
 
 }  // namespace qs::baseline

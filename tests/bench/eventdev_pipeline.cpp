@@ -448,39 +448,9 @@ int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   }
 
   workers.clear();  // their TX buffers, before the pool goes
-  rte_mempool_free(devices.pool);
-  if (!accounted) {
-    std::fprintf(stderr, "eventdev_pipeline: packets unaccounted for (see the totals above)\n");
-    return 1;
-  }
-  if (leaked != 0) {
-    std::fprintf(stderr, "eventdev_pipeline: %lld mbufs were not returned to the pool\n", (long long)leaked);
-    return 1;
-  }
-  return 0;
+  return baseline::release_and_report(kProgram, devices.pool, accounted, leaked);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const auto [eal, app, has_separator] = qs::split_eal_args({argv + 1, argv + argc});
-  if (!has_separator) baseline::usage_exit(kProgram, kRoles, "EAL arguments, then --, then the application's");
-  const baseline::AppArgs args = baseline::parse_app_args(kProgram, kRoles, app);
-  const auto loaded = qs::load_profile_or_report(args.profile);
-  if (!loaded) return 1;
-  const qs::Profile& profile = *loaded;
-  try {
-    qs::init_eal(kProgram, eal);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
-  int status = 1;
-  try {
-    status = run(profile, args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "eventdev_pipeline: %s\n", e.what());
-  }
-  rte_eal_cleanup();
-  return status;
-}
+int main(int argc, char** argv) { return qs::baseline::main_of(kProgram, kRoles, argc, argv, run); }
