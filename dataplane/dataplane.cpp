@@ -123,7 +123,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
     }
     create_pools();
     for (std::size_t i = 0; i < profile_.ports.size(); ++i)
-      configure_and_start_port(port_ids_[i], profile_.ports[i], rx_queue_pools_[i]);
+      configure_and_start_port(port_ids_[i], profile_.ports[i], rx_queue_pools_[i], pools_.size() == 1);
     port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
     build_lcores();
   } catch (...) {

@@ -119,11 +119,15 @@ std::uint16_t find_or_probe_port(const PortConfig& cfg) {
 }
 
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool) {
-  configure_and_start_port(port_id, cfg, std::vector<rte_mempool*>(cfg.rx_queues, pool));
+  configure_and_start_port(port_id, cfg, std::vector<rte_mempool*>(cfg.rx_queues, pool), true);
+}
+
+std::uint64_t tx_offloads(std::uint64_t tx_offload_capa, bool one_pool) {
+  return one_pool ? tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE : 0;
 }
 
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
-                              const std::vector<rte_mempool*>& rx_queue_pools) {
+                              const std::vector<rte_mempool*>& rx_queue_pools, bool one_pool) {
   if (rx_queue_pools.size() != cfg.rx_queues) fail(cfg, "internal: one mbuf pool per RX queue expected");
   rte_eth_dev_info info{};
   int rc = rte_eth_dev_info_get(port_id, &info);
@@ -147,6 +151,7 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
     }
   }
   const std::string rss = rss_note(cfg, info.driver_name ? info.driver_name : "", conf.rx_adv_conf.rss_conf.rss_hf);
+  conf.txmode.offloads = tx_offloads(info.tx_offload_capa, one_pool);
   // A zero-queue direction still needs one queue for rte_eth_dev_configure on
   // most drivers; the profile's counts are what the lcores use.
   rc = rte_eth_dev_configure(port_id, cfg.rx_queues, cfg.tx_queues, &conf);
@@ -169,6 +174,7 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
     if (rc != 0) fail(cfg, "RX queue " + std::to_string(q) + " setup failed: " + err(rc));
   }
   rte_eth_txconf txconf = info.default_txconf;
+  txconf.offloads = conf.txmode.offloads;
   for (std::uint16_t q = 0; q < cfg.tx_queues; ++q) {
     rc = rte_eth_tx_queue_setup(port_id, q, cfg.tx_descriptors, sock, &txconf);
     if (rc != 0) fail(cfg, "TX queue " + std::to_string(q) + " setup failed: " + err(rc));
@@ -179,9 +185,12 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
   if (rc != 0) fail(cfg, "cannot start: " + start_failure(cfg, rc));
   rte_eth_promiscuous_enable(port_id);  // not every vdev supports it; harmless when not
 
-  std::printf("port %s: id %u, driver %s, %u RX / %u TX queues, %u/%u descriptors, RSS %s\n",
+  const char* fast_free = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) != 0 ? "on"
+                          : !(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) ? "off (driver)"
+                                                                                           : "off (several pools)";
+  std::printf("port %s: id %u, driver %s, %u RX / %u TX queues, %u/%u descriptors, RSS %s, TX fast free %s\n",
               cfg.name.c_str(), port_id, info.driver_name, cfg.rx_queues, cfg.tx_queues,
-              cfg.rx_descriptors, cfg.tx_descriptors, rss.c_str());
+              cfg.rx_descriptors, cfg.tx_descriptors, rss.c_str(), fast_free);
   if (cfg.rx_queues > 0) {
     if (cfg.rx_drop_en)
       std::printf("port %s: back-pressure: per-queue isolation (rx_drop_en on: a parked queue "

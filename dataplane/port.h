@@ -27,11 +27,21 @@ std::uint16_t find_or_probe_port(const PortConfig& cfg);
 // on port_id and starts it. Prints one line per port saying what is in force
 // (RSS hash types, flow control accepted or not, the back-pressure mode).
 // RX queue q fills from rx_queue_pools[q] and has its descriptors on that
-// pool's socket (one entry per RX queue of cfg).
+// pool's socket (one entry per RX queue of cfg). `one_pool`: every mbuf the
+// port will transmit comes from a single pool, with a reference count of 1,
+// which lets the driver free them in bulk (tx_fast_free).
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
-                              const std::vector<rte_mempool*>& rx_queue_pools);
+                              const std::vector<rte_mempool*>& rx_queue_pools, bool one_pool);
 // Every RX queue from the one pool (tools that make a single pool).
 void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool);
+
+// The TX offloads to ask for: RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE when the
+// driver offers it (`tx_offload_capa`) and every mbuf a TX queue sees comes
+// from one pool with a reference count of 1, which is what the offload asks
+// the application to guarantee. quicsteer transmits the mbufs it received
+// and never shares one; with one pool per NUMA socket, a queue may see
+// mbufs of several pools, so the offload then stays off.
+std::uint64_t tx_offloads(std::uint64_t tx_offload_capa, bool one_pool);
 
 // Throws PortError unless `want` descriptors (dir: "rx" or "tx") lie in the
 // driver's range and meet its alignment. Used by configure_and_start_port.

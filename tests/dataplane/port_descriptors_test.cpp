@@ -102,3 +102,19 @@ TEST(RssNote, SaysHowFlowsAreSpread) {
 
 }  // namespace
 }  // namespace qs
+
+namespace qs {
+namespace {
+
+// TX fast free is asked for only where the driver offers it and every mbuf a
+// TX queue sees comes from one pool (one NUMA socket with RX queues): with a
+// pool per socket, a queue may be handed mbufs of another socket's pool.
+TEST(TxOffloads, FastFreeOnlyWithTheDriverAndOnePool) {
+  const std::uint64_t capa = RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+  EXPECT_EQ(tx_offloads(capa, true), RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) << "nothing else is asked for";
+  EXPECT_EQ(tx_offloads(capa, false), 0u);
+  EXPECT_EQ(tx_offloads(RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, true), 0u);
+}
+
+}  // namespace
+}  // namespace qs
