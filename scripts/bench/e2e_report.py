@@ -207,13 +207,13 @@ def main():
     print(f"background load before the runs: {a.background:.2f} of {a.cpus} CPUs busy")
     print(f"capture {a.capture}: {frames} frames, {mean_bytes:.0f} bytes on average; "
           f"median of {a.runs} runs of {a.seconds:g} s (min..max)")
-    hdr = f"{'configuration':38} {'RX Mpps':>22} {'Mpps/rx lcore':>14} {'TX Mpps':>8} {'sw drop':>8} {'cyc/pkt':>8} {'vs testpmd':>10}"
+    hdr = f"{'configuration':48} {'RX Mpps':>22} {'Mpps/rx lcore':>14} {'TX Mpps':>8} {'sw drop':>8} {'cyc/pkt':>8} {'vs testpmd':>10}"
     print(hdr)
     print("-" * len(hdr))
     base = med("testpmd", "mpps_per_receiving_lcore")
     for name, label, _ in CONFIGS:
         c = configs[name]
-        print(f"{label:38} {fmt_spread(c['rx_mpps'])} {c['mpps_per_receiving_lcore']['median']:14.2f} "
+        print(f"{label:48} {fmt_spread(c['rx_mpps'])} {c['mpps_per_receiving_lcore']['median']:14.2f} "
               f"{c['tx_mpps']['median']:8.2f} {c['software_drop_pct']['median']:7.1f}% "
               f"{c['lcore_cycles_per_packet']['median']:8.0f} {c['mpps_per_receiving_lcore']['median'] / base:10.2f}")
     print("  Mpps/rx lcore: RX Mpps over the lcores that poll the wire; cyc/pkt: 2 forwarding lcores' TSC cycles per")
