@@ -16,6 +16,10 @@
 #   eventdev     DPDK's flow-affine distribution: tests/bench/eventdev_pipeline
 #                (event_sw, one atomic queue, events tagged by owner; its
 #                scheduler runs on the receiving lcore: no core is spare)
+#   eventdev_symmetric
+#                the same with --symmetric: every lcore polls its own RX queue,
+#                enqueues, runs the scheduler (serialized) and works, as
+#                quicsteer's demo lcores all receive and own
 # then tests/bench/bench_backpressure (park vs drop under an offered load one
 # owner cannot carry). Runs are interleaved, N of each (default 5, each S
 # seconds, default 3); the table shows medians and min..max. Writes
@@ -107,6 +111,9 @@ for r in $(seq 1 "$runs"); do
   "$build/tests/bench/eventdev_pipeline" "${eal[@]}" -- --profile "$work/demo.yaml" --duration "$seconds" \
     --json "$work/eventdev-$r.json" > "$work/eventdev-$r.txt" 2>&1 ||
     { echo "e2e.sh: eventdev_pipeline failed:" >&2; tail -20 "$work/eventdev-$r.txt" >&2; exit 1; }
+  "$build/tests/bench/eventdev_pipeline" "${eal[@]}" -- --profile "$work/demo.yaml" --duration "$seconds" \
+    --json "$work/eventdev_symmetric-$r.json" --symmetric > "$work/eventdev_symmetric-$r.txt" 2>&1 ||
+    { echo "e2e.sh: eventdev_pipeline --symmetric failed:" >&2; tail -20 "$work/eventdev_symmetric-$r.txt" >&2; exit 1; }
 done
 
 # Back-pressure, park vs drop, at 2x one owner's capacity: the owner cost of

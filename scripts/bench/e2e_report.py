@@ -28,6 +28,7 @@ CONFIGS = [
     ("drop", "quicsteer drop (owner cost 3000)", 2),
     ("distributor", "rte_distributor pipeline", 1),
     ("eventdev", "event_sw atomic pipeline", 1),
+    ("eventdev_symmetric", "event_sw atomic, every lcore receives and works", 2),
 ]
 
 
@@ -111,8 +112,9 @@ def collect(work, runs):
             per[name].append(quicsteer_run(os.path.join(work, f"{name}-{r}.json")))
         per["distributor"].append(baseline_run(os.path.join(work, f"distributor-{r}.json"), "distributor",
                                                 ["distributor_cycles_per_packet"]))
-        per["eventdev"].append(baseline_run(os.path.join(work, f"eventdev-{r}.json"), "eventdev",
-                                             ["eventdev_cycles_per_packet", "scheduler_cycles_per_packet"]))
+        for name in ("eventdev", "eventdev_symmetric"):
+            per[name].append(baseline_run(os.path.join(work, f"{name}-{r}.json"), name,
+                                          ["eventdev_cycles_per_packet", "scheduler_cycles_per_packet"]))
     return per
 
 
@@ -139,7 +141,7 @@ def summarise(per, tsc_hz):
             entry["receiving_lcore_mpps"] = spread([x["lcore1_rx_mpps"] for x in runs])
         if name == "distributor":
             entry["distributor_cycles_per_packet"] = spread([x["distributor_cycles_per_packet"] for x in runs])
-        if name == "eventdev":
+        if name in ("eventdev", "eventdev_symmetric"):
             for key in ("eventdev_cycles_per_packet", "scheduler_cycles_per_packet"):
                 entry[key] = spread([x[key] for x in runs])
         out[name] = entry
@@ -181,6 +183,9 @@ def main():
         / med("testpmd", "mpps_per_receiving_lcore"),
         "e2e_vs_distributor": med("demo", "rx_mpps") / med("distributor", "rx_mpps"),
         "e2e_vs_eventdev": med("demo", "rx_mpps") / med("eventdev", "rx_mpps"),
+        # Informational, no target: event_sw with both lcores receiving, as
+        # quicsteer's do (the target stays on e2e_vs_eventdev).
+        "e2e_vs_eventdev_symmetric": med("demo", "rx_mpps") / med("eventdev_symmetric", "rx_mpps"),
         "park_vs_drop_goodput": bp["ratios"]["park_vs_drop_goodput"],
         "park_vs_drop_cycles_per_offered": bp["ratios"]["park_vs_drop_cycles_per_offered"],
         "park_vs_drop_receiver_cycles_per_offered": bp["ratios"]["park_vs_drop_receiver_cycles_per_offered"],
@@ -202,13 +207,13 @@ def main():
     print(f"background load before the runs: {a.background:.2f} of {a.cpus} CPUs busy")
     print(f"capture {a.capture}: {frames} frames, {mean_bytes:.0f} bytes on average; "
           f"median of {a.runs} runs of {a.seconds:g} s (min..max)")
-    hdr = f"{'configuration':38} {'RX Mpps':>22} {'Mpps/rx lcore':>14} {'TX Mpps':>8} {'sw drop':>8} {'cyc/pkt':>8} {'vs testpmd':>10}"
+    hdr = f"{'configuration':48} {'RX Mpps':>22} {'Mpps/rx lcore':>14} {'TX Mpps':>8} {'sw drop':>8} {'cyc/pkt':>8} {'vs testpmd':>10}"
     print(hdr)
     print("-" * len(hdr))
     base = med("testpmd", "mpps_per_receiving_lcore")
     for name, label, _ in CONFIGS:
         c = configs[name]
-        print(f"{label:38} {fmt_spread(c['rx_mpps'])} {c['mpps_per_receiving_lcore']['median']:14.2f} "
+        print(f"{label:48} {fmt_spread(c['rx_mpps'])} {c['mpps_per_receiving_lcore']['median']:14.2f} "
               f"{c['tx_mpps']['median']:8.2f} {c['software_drop_pct']['median']:7.1f}% "
               f"{c['lcore_cycles_per_packet']['median']:8.0f} {c['mpps_per_receiving_lcore']['median'] / base:10.2f}")
     print("  Mpps/rx lcore: RX Mpps over the lcores that poll the wire; cyc/pkt: 2 forwarding lcores' TSC cycles per")
@@ -219,6 +224,9 @@ def main():
     print(f"  event_sw: {configs['eventdev']['eventdev_cycles_per_packet']['median']:.0f} TSC cycles per packet in the "
           f"producer's enqueues and scheduler iterations (scheduler "
           f"{configs['eventdev']['scheduler_cycles_per_packet']['median']:.0f}), on the receiving lcore")
+    print(f"  event_sw symmetric: {configs['eventdev_symmetric']['eventdev_cycles_per_packet']['median']:.0f} TSC "
+          f"cycles per packet in both lcores' enqueues and scheduler iterations (scheduler "
+          f"{configs['eventdev_symmetric']['scheduler_cycles_per_packet']['median']:.0f})")
     p, d = bp["park"]["median"], bp["drop"]["median"]
     sc = bp["scenario"]
     print()

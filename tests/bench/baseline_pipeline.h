@@ -16,6 +16,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,22 +43,40 @@ struct AppArgs {
   std::string profile;
   double duration = 5;
   std::string json;
+  std::vector<std::string> flags;  // the program's own valueless options given (e.g. --symmetric)
+  bool has(const std::string& flag) const {
+    for (const auto& f : flags)
+      if (f == flag) return true;
+    return false;
+  }
 };
 
-// `roles` says what the profile's lcores do in this baseline (usage text).
-[[noreturn]] inline void usage_exit(const char* program, const char* roles, const std::string& why) {
+// `roles` says what the profile's lcores do in this baseline (usage text),
+// including what its own options (`flags`) change.
+[[noreturn]] inline void usage_exit(const char* program, const char* roles, const std::vector<std::string>& flags,
+                                    const std::string& why) {
+  std::string options;
+  for (const auto& f : flags) options += " [" + f + "]";
   std::fprintf(stderr,
                "%s: %s\n"
-               "usage: %s [EAL args] -- --profile FILE [--duration SECONDS] [--json FILE]\n"
+               "usage: %s [EAL args] -- --profile FILE [--duration SECONDS] [--json FILE]%s\n"
                "  %s\n",
-               program, why.c_str(), program, roles);
+               program, why.c_str(), program, options.c_str(), roles);
   std::exit(2);
 }
 
-inline AppArgs parse_app_args(const char* program, const char* roles, const std::vector<std::string>& a) {
+// `known_flags`: the valueless options this program accepts besides the
+// common ones.
+inline AppArgs parse_app_args(const char* program, const char* roles, const std::vector<std::string>& known_flags,
+                              const std::vector<std::string>& a) {
   AppArgs out;
+  auto usage = [&](const std::string& why) { usage_exit(program, roles, known_flags, why); };
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (i + 1 >= a.size()) usage_exit(program, roles, a[i] + " needs a value");
+    if (std::find(known_flags.begin(), known_flags.end(), a[i]) != known_flags.end()) {
+      out.flags.push_back(a[i]);
+      continue;
+    }
+    if (i + 1 >= a.size()) usage(a[i] + " needs a value");
     const std::string& v = a[++i];
     if (a[i - 1] == "--profile") {
       out.profile = v;
@@ -65,21 +84,22 @@ inline AppArgs parse_app_args(const char* program, const char* roles, const std:
       char* end = nullptr;
       out.duration = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || out.duration <= 0)
-        usage_exit(program, roles, "--duration wants seconds > 0, not '" + v + "'");
+        usage("--duration wants seconds > 0, not '" + v + "'");
     } else if (a[i - 1] == "--json") {
       out.json = v;
     } else {
-      usage_exit(program, roles, "unknown argument '" + a[i - 1] + "'");
+      usage("unknown argument '" + a[i - 1] + "'");
     }
   }
-  if (out.profile.empty()) usage_exit(program, roles, "--profile FILE is required");
+  if (out.profile.empty()) usage("--profile FILE is required");
   return out;
 }
 
 // The profile's first lcore takes packets in (`first_role` names it in
-// errors), the others are workers that transmit as quicsteer's owners do.
-inline void check_profile(const Profile& profile, const char* first_role) {
-  if (profile.lcores.size() < 2)
+// errors), the others are workers that transmit as quicsteer's owners do;
+// or, `all_work`, every lcore takes packets in and is a worker.
+inline void check_profile(const Profile& profile, const char* first_role, bool all_work = false) {
+  if (!all_work && profile.lcores.size() < 2)
     throw std::runtime_error(std::string("the profile needs at least two lcores: ") + first_role + " and a worker");
   if (profile.action.type != OwnerAction::kForward)
     throw std::runtime_error("the profile's action must be forward (the workers transmit as quicsteer's owners do)");
@@ -87,7 +107,7 @@ inline void check_profile(const Profile& profile, const char* first_role) {
     if (!rte_lcore_is_enabled(l.id) || l.id == rte_get_main_lcore())
       throw std::runtime_error("lcore " + std::to_string(l.id) + " must be an EAL worker lcore (--lcores)");
   const auto& tx_cfg = profile.ports[std::size_t(profile.action.tx_port)];
-  const std::size_t workers = profile.lcores.size() - 1;
+  const std::size_t workers = all_work ? profile.lcores.size() : profile.lcores.size() - 1;
   if (tx_cfg.tx_queues < workers)
     throw std::runtime_error("port " + tx_cfg.name + " has " + std::to_string(tx_cfg.tx_queues) + " TX queues; the " +
                              std::to_string(workers) + " workers need one each");
@@ -102,7 +122,7 @@ struct PolledQueue {
 struct Devices {
   rte_mempool* pool = nullptr;
   std::vector<std::uint16_t> port_ids;  // by profile port index
-  std::vector<PolledQueue> rx_queues;   // every RX queue of every port: the first lcore polls them all
+  std::vector<PolledQueue> rx_queues;   // every RX queue of every port: the first lcore polls them all (but see rx_queues_of)
   std::uint16_t tx_port = 0;            // action.tx_port's DPDK port id
 };
 
@@ -117,6 +137,15 @@ inline Devices start_devices(const Profile& profile, const char* pool_name) {
     for (std::uint16_t q = 0; q < profile.ports[p].rx_queues; ++q) d.rx_queues.push_back({d.port_ids[p], q});
   d.tx_port = d.port_ids[std::size_t(profile.action.tx_port)];
   return d;
+}
+
+// The RX queues the profile gives its lcore `lcore_index` ("port:queue"
+// entries, as quicsteer polls them; the profile gives each queue exactly
+// one lcore), as DPDK port ids.
+inline std::vector<PolledQueue> rx_queues_of(const Devices& d, const Profile& profile, std::size_t lcore_index) {
+  std::vector<PolledQueue> out;
+  for (const RxQueueRef& ref : profile.lcores[lcore_index].rx) out.push_back({d.port_ids[ref.port], ref.queue});
+  return out;
 }
 
 // Stops and closes the ports (net_pcap's infinite_rx copy of the capture goes
@@ -151,12 +180,14 @@ struct Worker {
   ~Worker() { rte_free(tx_buffer); }
 };
 
-// `index` counts workers from 0 (profile lcore index + 1); `seed` keys every
-// worker's connection hashes alike, as quicsteer's owners share one.
-inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::uint16_t tx_port, std::uint64_t seed) {
-  w.lcore = profile.lcores[index + 1].id;
+// The worker on the profile's lcore `lcore_index`, transmitting on TX queue
+// `tx_queue`; `seed` keys every worker's connection hashes alike, as
+// quicsteer's owners share one.
+inline void init_worker_on(Worker& w, const Profile& profile, unsigned lcore_index, std::uint16_t tx_queue,
+                           std::uint16_t tx_port, std::uint64_t seed) {
+  w.lcore = profile.lcores[lcore_index].id;
   w.tx_port = tx_port;
-  w.tx_queue = std::uint16_t(index);
+  w.tx_queue = tx_queue;
   w.cids = make_connection_table(profile.action.max_connections, w.lcore);
   w.connections = make_connection_table(profile.action.max_connections, w.lcore);
   w.shard = ConnectionShard{w.cids.get(), w.connections.get(), seed,
@@ -167,6 +198,12 @@ inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::
   if (w.tx_buffer == nullptr) throw std::runtime_error("cannot allocate a TX buffer");
   rte_eth_tx_buffer_init(w.tx_buffer, profile.rings.burst);
   rte_eth_tx_buffer_set_err_callback(w.tx_buffer, count_unsent, &w.stats);
+}
+
+// `index` counts workers from 0: the profile's lcore index + 1 (the first
+// lcore takes packets in), and the worker's TX queue.
+inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::uint16_t tx_port, std::uint64_t seed) {
+  init_worker_on(w, profile, index + 1, std::uint16_t(index), tx_port, seed);
 }
 
 // The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
@@ -292,11 +329,13 @@ inline int release_and_report(const char* program, rte_mempool* pool, bool accou
 // Both programs' main(): EAL arguments, then --, then the application's; the
 // profile is loaded (and reported on) before EAL starts. `run(profile, args)`
 // returns the exit status.
+// `flags`: the program's own valueless options (AppArgs::has tells run).
 template <typename Run>
-int main_of(const char* program, const char* roles, int argc, char** argv, Run&& run) {
+int main_of(const char* program, const char* roles, int argc, char** argv, Run&& run,
+            const std::vector<std::string>& flags = {}) {
   const auto [eal, app, has_separator] = split_eal_args({argv + 1, argv + argc});
-  if (!has_separator) usage_exit(program, roles, "EAL arguments, then --, then the application's");
-  const AppArgs args = parse_app_args(program, roles, app);
+  if (!has_separator) usage_exit(program, roles, flags, "EAL arguments, then --, then the application's");
+  const AppArgs args = parse_app_args(program, roles, flags, app);
   const auto loaded = load_profile_or_report(args.profile);
   if (!loaded) return 1;
   try {
