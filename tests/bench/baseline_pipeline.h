@@ -11,6 +11,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
@@ -303,6 +304,12 @@ inline JsonObject worker_json(const Worker& w) {
   o.number("connections", s.connections.get()).number("migrations", s.migrations.get());
   o.number("untracked", s.connections_untracked.get());
   return o;
+}
+
+// Starts `role`'s loop on its lcore; throws naming both if EAL refuses.
+inline void launch(lcore_function_t* loop, void* arg, unsigned lcore, const char* role) {
+  if (rte_eal_remote_launch(loop, arg, lcore) != 0)
+    throw std::runtime_error(std::string("cannot launch the ") + role + " on lcore " + std::to_string(lcore));
 }
 
 inline void write_json(const std::string& path, const JsonObject& o) {

@@ -38,9 +38,16 @@ if [ $status -ne 0 ]; then
   exit 1
 fi
 
-python3 - "$work/out.json" "$kind" "$handed_over" <<'PY'
-import json, sys
+python3 - "$work/out.json" "$kind" "$handed_over" "$work/t.pcap" 40 <<'PY'
+import json, struct, sys
 d, kind, handed_over = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+connections = int(sys.argv[5])
+frames = 0
+with open(sys.argv[4], "rb") as f:  # classic pcap, little-endian (quicgen's)
+    f.read(24)
+    while len(h := f.read(16)) == 16:
+        f.seek(struct.unpack("<IIII", h)[2], 1)
+        frames += 1
 problems = []
 if d["rx"] == 0:
     problems.append("no packet was read")
@@ -81,6 +88,17 @@ if kind == "eventdev_symmetric":
     # time, so an lcore may see few events, but over 0.3 s both work.
     if not all(w["processed"] for w in d["workers"]):
         problems.append("an lcore processed nothing: the events went to one worker only")
+# The workers run quicsteer's connection stage on the metadata the
+# classification left in each mbuf; read from the wrong offsets, the 4-tuples
+# change on most packets. net_pcap replays the capture in a loop, and per
+# replay a connection's 4-tuple changes at most twice (a migration or NAT
+# rebinding, and back when the capture starts over).
+processed = sum(w["processed"] for w in d["workers"])
+migrations = sum(w["migrations"] for w in d["workers"])
+bound = 2 * connections * (processed // frames + 1)
+if migrations > bound:
+    problems.append(f"the workers counted {migrations} migrations in {processed} packets "
+                    f"({frames}-frame capture of {connections} connections: at most {bound})")
 if d["mbufs"]["leaked"] != 0:
     problems.append(f"{d['mbufs']['leaked']} mbufs leaked")
 if not d["accounted"]:

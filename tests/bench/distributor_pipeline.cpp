@@ -25,6 +25,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_pause.h>
 #include <rte_random.h>
 
@@ -43,6 +44,7 @@
 #include "dataplane/mbuf_classifier.h"
 #include "dataplane/parking_ticket.h"  // kMaxBurst
 #include "dataplane/profile.h"
+#include "dataplane/steer_meta.h"
 #include "rings/cache_line.h"
 #include "tests/bench/baseline_pipeline.h"
 
@@ -52,6 +54,23 @@ namespace baseline = qs::baseline;
 
 constexpr const char* kProgram = "distributor_pipeline";
 constexpr const char* kRoles = "the profile's first lcore distributes, the others are workers";
+
+// rte_distributor takes its flow tag from mbuf->hash.usr, which is where
+// quicsteer's classifier leaves the SteerMeta (dataplane/steer_meta.h). The
+// distributor lcore moves the SteerMeta aside into a dynamic field of this
+// program's before tagging, and the worker puts it back before the
+// connection stage: a second-line write and read per packet that the
+// rte_distributor API imposes on this pipeline.
+int g_set_aside_offset = -1;
+
+void register_set_aside_meta() {
+  static const rte_mbuf_dynfield desc = {"distributor_steer_meta", sizeof(qs::SteerMeta), alignof(qs::SteerMeta), 0};
+  g_set_aside_offset = rte_mbuf_dynfield_register(&desc);
+  if (g_set_aside_offset < 0)
+    throw std::runtime_error(std::string("cannot register the mbuf dynamic field: ") + rte_strerror(rte_errno));
+}
+
+qs::SteerMeta* set_aside_meta(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_set_aside_offset, qs::SteerMeta*); }
 
 // rte_distributor_get_pkt/poll_pkt hand a worker at most one cache line of
 // mbuf pointers (RTE_DIST_BURST_SIZE, not in the public header).
@@ -108,6 +127,7 @@ int distributor_main(void* arg) {
           continue;
         }
         // The flow tag: packets of one owner stay on one worker at a time.
+        *set_aside_meta(pkts[i]) = *qs::steer_meta(pkts[i]);
         pkts[i]->hash.usr = std::uint32_t(owner[i]) + 1;
         pkts[kept++] = pkts[i];
       }
@@ -143,7 +163,10 @@ int worker_main(void* arg) {
   while (!w.shared->stop_workers.load(std::memory_order_acquire)) {
     const int n = rte_distributor_poll_pkt(d, id, pkts);
     const std::uint64_t now = rte_rdtsc();
-    if (n > 0) baseline::connection_stage(w, pkts, unsigned(n), now);
+    if (n > 0) {
+      for (int i = 0; i < n; ++i) *qs::steer_meta(pkts[i]) = *set_aside_meta(pkts[i]);
+      baseline::connection_stage(w, pkts, unsigned(n), now);
+    }
     // Asking again only after the work is done keeps each tag on one worker
     // at a time (the distributor takes a request as "previous packets done").
     if (n >= 0) rte_distributor_request_pkt(d, id, nullptr, 0);
@@ -172,6 +195,7 @@ Totals read_totals(const DistributorLcore& dl, const std::vector<std::unique_ptr
 
 int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   baseline::check_profile(profile, "a distributor");
+  register_set_aside_meta();
   const baseline::Devices devices = baseline::start_devices(profile, "dist_mbufs");
 
   Shared shared;
@@ -199,11 +223,8 @@ int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   std::printf("distributor_pipeline: distributor lcore %u, %u worker lcore(s), %zu RX queue(s), burst mode\n",
               profile.lcores[0].id, shared.workers, dl->queues.size());
   const std::uint64_t start = rte_rdtsc();
-  for (const auto& w : workers)
-    if (rte_eal_remote_launch(worker_main, w.get(), w->lcore) != 0)
-      throw std::runtime_error("cannot launch worker lcore " + std::to_string(w->lcore));
-  if (rte_eal_remote_launch(distributor_main, dl.get(), profile.lcores[0].id) != 0)
-    throw std::runtime_error("cannot launch the distributor lcore");
+  for (const auto& w : workers) baseline::launch(worker_main, w.get(), w->lcore, "worker");
+  baseline::launch(distributor_main, dl.get(), profile.lcores[0].id, "distributor");
   std::this_thread::sleep_for(std::chrono::duration<double>(args.duration));
   const Totals at_end = read_totals(*dl, workers);
   const std::uint64_t end = rte_rdtsc();

@@ -597,15 +597,10 @@ int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   }
   const std::uint64_t start = rte_rdtsc();
   if (symmetric) {
-    for (const auto& c : lcores)
-      if (rte_eal_remote_launch(symmetric_main, c.get(), c->lcore) != 0)
-        throw std::runtime_error("cannot launch lcore " + std::to_string(c->lcore));
+    for (const auto& c : lcores) baseline::launch(symmetric_main, c.get(), c->lcore, "producer and worker");
   } else {
-    for (const auto& w : workers)
-      if (rte_eal_remote_launch(worker_main, w.get(), w->lcore) != 0)
-        throw std::runtime_error("cannot launch worker lcore " + std::to_string(w->lcore));
-    if (rte_eal_remote_launch(producer_main, producer.get(), profile.lcores[0].id) != 0)
-      throw std::runtime_error("cannot launch the producer lcore");
+    for (const auto& w : workers) baseline::launch(worker_main, w.get(), w->lcore, "worker");
+    baseline::launch(producer_main, producer.get(), profile.lcores[0].id, "producer");
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(args.duration));
   const Totals at_end = read_totals(roles);
