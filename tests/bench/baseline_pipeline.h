@@ -34,6 +34,8 @@
 #include "dataplane/dataplane.h"  // make_connection_table
 #include "dataplane/eal_init.h"
 #include "dataplane/lcore_stats.h"
+#include "dataplane/mbuf_classifier.h"
+#include "dataplane/parking_ticket.h"  // kMaxBurst
 #include "dataplane/port.h"
 #include "dataplane/profile.h"
 #include "dataplane/steer_meta.h"
@@ -118,6 +120,35 @@ struct PolledQueue {
   std::uint16_t port;  // DPDK port id
   std::uint16_t queue;
 };
+
+// One burst of `q`, classified as a quicsteer receiver classifies it (the
+// same MbufClassifier, without forwarding tables). What no owner can take
+// (malformed, not UDP) is freed, as quicsteer frees it; the rest moves to the
+// front of `pkts`, in arrival order, with its owner at the same index of
+// `owner`. Counts what was read and what was freed. Returns how many were
+// kept; `read` says how many the queue gave.
+inline unsigned receive_classified(const PolledQueue& q, const MbufClassifier& classifier, unsigned burst,
+                                   rte_mbuf** pkts, std::uint16_t* owner, Counter& rx, Counter& unclassifiable,
+                                   unsigned& read) {
+  RxClass cls[kMaxBurst];
+  const std::uint16_t n = rte_eth_rx_burst(q.port, q.queue, pkts, std::uint16_t(burst));
+  read = n;
+  if (n == 0) return 0;
+  rx.add(n);
+  RouteCounts routes;  // the baselines route without forwarding tables
+  classifier.classify(pkts, n, owner, cls, 0, routes);
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (cls[i] == RxClass::kMalformed || cls[i] == RxClass::kNotUdp) {
+      rte_pktmbuf_free(pkts[i]);
+      continue;
+    }
+    owner[kept] = owner[i];
+    pkts[kept++] = pkts[i];
+  }
+  if (kept != n) unclassifiable.add(n - kept);
+  return kept;
+}
 
 // The pool and the started ports of the profile.
 struct Devices {

@@ -110,28 +110,19 @@ int distributor_main(void* arg) {
   rte_distributor* d = c.shared->dist;
   rte_mbuf* pkts[qs::kMaxBurst];
   std::uint16_t owner[qs::kMaxBurst];
-  qs::RxClass cls[qs::kMaxBurst];
   while (!c.shared->stop_rx.load(std::memory_order_relaxed)) {
     unsigned got = 0;
     for (const baseline::PolledQueue& q : c.queues) {
-      const std::uint16_t n = rte_eth_rx_burst(q.port, q.queue, pkts, std::uint16_t(c.burst));
+      unsigned n = 0;
+      const unsigned kept =
+          baseline::receive_classified(q, *c.classifier, c.burst, pkts, owner, c.stats.rx, c.stats.unclassifiable, n);
       if (n == 0) continue;
       got += n;
-      c.stats.rx.add(n);
-      qs::RouteCounts routes;  // this baseline routes without forwarding tables
-      c.classifier->classify(pkts, n, owner, cls, 0, routes);
-      unsigned kept = 0;
-      for (unsigned i = 0; i < n; ++i) {
-        if (cls[i] == qs::RxClass::kMalformed || cls[i] == qs::RxClass::kNotUdp) {
-          rte_pktmbuf_free(pkts[i]);
-          continue;
-        }
+      for (unsigned i = 0; i < kept; ++i) {
         // The flow tag: packets of one owner stay on one worker at a time.
         *set_aside_meta(pkts[i]) = *qs::steer_meta(pkts[i]);
         pkts[i]->hash.usr = std::uint32_t(owner[i]) + 1;
-        pkts[kept++] = pkts[i];
       }
-      if (kept != n) c.stats.unclassifiable.add(n - kept);
       const std::uint64_t t0 = rte_rdtsc();
       // process() takes nothing until a worker has asked for packets.
       for (unsigned done = 0; done < kept;)

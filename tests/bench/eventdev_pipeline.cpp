@@ -212,20 +212,12 @@ template <typename OnRefused>
 unsigned produce_from(ProducerLcore& c, const baseline::PolledQueue& q, OnRefused&& on_refused) {
   rte_mbuf* pkts[qs::kMaxBurst];
   std::uint16_t owner[qs::kMaxBurst];
-  qs::RxClass cls[qs::kMaxBurst];
   rte_event ev[qs::kMaxBurst];
-  const std::uint16_t n = rte_eth_rx_burst(q.port, q.queue, pkts, std::uint16_t(c.burst));
-  if (n == 0) return 0;
-  c.stats.rx.add(n);
-  qs::RouteCounts routes;  // this baseline routes without forwarding tables, as the distributor's
-  c.classifier->classify(pkts, n, owner, cls, 0, routes);
-  unsigned kept = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    if (cls[i] == qs::RxClass::kMalformed || cls[i] == qs::RxClass::kNotUdp) {
-      rte_pktmbuf_free(pkts[i]);
-      continue;
-    }
-    rte_event& e = ev[kept++];
+  unsigned n = 0;
+  const unsigned kept =
+      baseline::receive_classified(q, *c.classifier, c.burst, pkts, owner, c.stats.rx, c.stats.unclassifiable, n);
+  for (unsigned i = 0; i < kept; ++i) {
+    rte_event& e = ev[i];
     e.event = 0;
     e.flow_id = owner[i];  // the flow tag: events of one owner go to one worker at a time
     e.op = RTE_EVENT_OP_NEW;
@@ -235,7 +227,6 @@ unsigned produce_from(ProducerLcore& c, const baseline::PolledQueue& q, OnRefuse
     e.priority = RTE_EVENT_DEV_PRIORITY_NORMAL;
     e.mbuf = pkts[i];
   }
-  if (kept != n) c.stats.unclassifiable.add(n - kept);
   if (kept != 0) enqueue_all(c, ev, kept, on_refused);
   return n;
 }
