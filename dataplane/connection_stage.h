@@ -8,6 +8,7 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -47,21 +48,52 @@ enum class Tracked : std::uint8_t {
   kUntrackedLongDcid,  // a DCID longer than a table key (an unknown version's, up to 255 octets)
 };
 
-inline void read_four_tuple(rte_mbuf* m, const SteerMeta& meta, FourTuple& t) {
-  std::memset(&t, 0, sizeof t);
-  const auto* l3 = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset);
-  if (meta.flags & kSteerMetaIpv6) {
-    t.ipv6 = 1;
-    std::memcpy(t.src_addr, l3 + 8, 16);
-    std::memcpy(t.dst_addr, l3 + 24, 16);
-  } else {
-    std::memcpy(t.src_addr, l3 + 12, 4);
-    std::memcpy(t.dst_addr, l3 + 16, 4);
+// A packet's 4-tuple where its frame holds it. The per-packet question is
+// only whether it still equals the one on record, so it is compared in place
+// with fixed-size loads; it is copied out (copy_to) only when it differs. A
+// FourTuple staged on the stack with a memset and small copies and then
+// compared whole costs a store-forwarding stall on every packet.
+struct FrameTuple {
+  const std::uint8_t* l3;
+  const std::uint8_t* udp;
+  bool ipv6;
+
+  FrameTuple(rte_mbuf* m, const SteerMeta& meta)
+      : l3(rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset)),
+        udp(rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l4_offset)),
+        ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
+
+  // Equal to what copy_to() would write: an IPv4 tuple's address octets past
+  // the fourth are always zero there, so they need no compare.
+  bool matches(const FourTuple& t) const {
+    static_assert(offsetof(FourTuple, dst_port) == offsetof(FourTuple, src_port) + 2);
+    std::uint32_t ports, recorded_ports;
+    std::memcpy(&ports, udp, 4);
+    std::memcpy(&recorded_ports, &t.src_port, 4);
+    if (ports != recorded_ports || t.ipv6 != std::uint8_t(ipv6)) return false;
+    if (ipv6) return std::memcmp(t.src_addr, l3 + 8, 16) == 0 && std::memcmp(t.dst_addr, l3 + 24, 16) == 0;
+    std::uint32_t src, dst, recorded_src, recorded_dst;
+    std::memcpy(&src, l3 + 12, 4);
+    std::memcpy(&dst, l3 + 16, 4);
+    std::memcpy(&recorded_src, t.src_addr, 4);
+    std::memcpy(&recorded_dst, t.dst_addr, 4);
+    return src == recorded_src && dst == recorded_dst;
   }
-  const auto* udp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l4_offset);
-  std::memcpy(&t.src_port, udp, 2);
-  std::memcpy(&t.dst_port, udp + 2, 2);
-}
+
+  void copy_to(FourTuple& t) const {
+    std::memset(&t, 0, sizeof t);
+    if (ipv6) {
+      t.ipv6 = 1;
+      std::memcpy(t.src_addr, l3 + 8, 16);
+      std::memcpy(t.dst_addr, l3 + 24, 16);
+    } else {
+      std::memcpy(t.src_addr, l3 + 12, 4);
+      std::memcpy(t.dst_addr, l3 + 16, 4);
+    }
+    std::memcpy(&t.src_port, udp, 2);
+    std::memcpy(&t.dst_port, udp + 2, 2);
+  }
+};
 
 inline const std::uint8_t* dcid_of(rte_mbuf* m, const SteerMeta& meta) {
   return rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
@@ -99,10 +131,11 @@ inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_
   bool created = false;
   Connection* cid = shard.cids->find_or_insert(hash, dcid_of(m, meta), meta.dcid_len, now, created);
   if (cid == nullptr) return Tracked::kUntracked;
-  FourTuple t;
-  read_four_tuple(m, meta, t);
+  const FrameTuple seen(m, meta);
   Tracked outcome = Tracked::kKnown;
   if (created) {
+    FourTuple t;
+    seen.copy_to(t);
     cid->tuple = t;
     cid->connection_key = connection_key_of(shard, m, meta, t);
     cid->connection_refreshed_tsc = now;
@@ -114,22 +147,22 @@ inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_
     } else {
       conn->last_seen_tsc = now;
       outcome = Tracked::kNewCid;
-      if (!(conn->tuple == t)) {
+      if (!seen.matches(conn->tuple)) {
         conn->tuple = t;
         ++conn->migrations;
         outcome = Tracked::kNewCidMigrated;
       }
     }
-  } else if (!(cid->tuple == t)) {
-    cid->tuple = t;
+  } else if (!seen.matches(cid->tuple)) {
+    seen.copy_to(cid->tuple);
     ++cid->migrations;
     bool unused;
     Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
     // Another of its CIDs may have shown the connection's move already.
-    if (conn == nullptr || !(conn->tuple == t)) {
+    if (conn == nullptr || !seen.matches(conn->tuple)) {
       outcome = Tracked::kMigrated;
       if (conn != nullptr) {
-        conn->tuple = t;
+        conn->tuple = cid->tuple;
         ++conn->migrations;
         conn->last_seen_tsc = now;
         cid->connection_refreshed_tsc = now;

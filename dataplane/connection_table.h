@@ -25,7 +25,6 @@ struct FourTuple {
   std::uint16_t src_port;     // network byte order, as on the wire
   std::uint16_t dst_port;
   std::uint8_t ipv6;
-  bool operator==(const FourTuple& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
 };
 
 // Two cache lines: a lookup probes the key in the first; the second holds the
@@ -129,11 +128,29 @@ class SweepPacer {
   unsigned __int128 credit_ = 0;
 };
 
+// Whether two CIDs of `len` octets (at most kMaxCidLen) are equal, with at
+// most three fixed-size loads a side, overlapping where the length is not a
+// multiple of the load: a memcmp of variable length is a library call per
+// packet, and its loop a branch per length.
+inline bool same_cid(const std::uint8_t* a, const std::uint8_t* b, unsigned len) {
+  static_assert(kMaxCidLen <= 24);
+  auto word = [](const std::uint8_t* p) { std::uint64_t v; std::memcpy(&v, p, 8); return v; };
+  auto half = [](const std::uint8_t* p) { std::uint32_t v; std::memcpy(&v, p, 4); return v; };
+  if (len >= 8) {
+    const bool ends = word(a) == word(b) && word(a + len - 8) == word(b + len - 8);
+    return len <= 16 ? ends : ends && word(a + 8) == word(b + 8);
+  }
+  if (len >= 4) return half(a) == half(b) && half(a + len - 4) == half(b + len - 4);
+  for (unsigned i = 0; i < len; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 inline Connection* ConnectionTable::find(std::uint32_t hash, const std::uint8_t* cid, unsigned len) {
   for (std::uint32_t i = hash & mask_;; i = (i + 1) & mask_) {
     Connection& c = slots_[i];
     if (!c.used) return nullptr;
-    if (c.hash == hash && c.cid_len == len && std::memcmp(c.cid, cid, len) == 0) return &c;
+    if (c.hash == hash && c.cid_len == len && same_cid(c.cid, cid, len)) return &c;
   }
 }
 
@@ -146,7 +163,7 @@ inline Connection* ConnectionTable::find_or_insert(std::uint32_t hash, const std
   for (;; i = (i + 1) & mask_) {
     Connection& c = slots_[i];
     if (!c.used) break;
-    if (c.hash == hash && c.cid_len == len && std::memcmp(c.cid, cid, len) == 0) return &c;
+    if (c.hash == hash && c.cid_len == len && same_cid(c.cid, cid, len)) return &c;
   }
   if (size_ >= max_) return nullptr;
   Connection& c = slots_[i];

@@ -94,6 +94,33 @@ TEST(ConnectionTable, HashIsKeyedAndSpreads) {
   EXPECT_GT(buckets.size(), 950u);  // 4096 keys over 1024 buckets leave ~18 empty
 }
 
+// Every octet of a CID of every length counts, in the hash and in the
+// compare, including the ones the overlapping word loads read twice.
+TEST(ConnectionTable, EveryOctetOfEveryLengthCounts) {
+  for (unsigned len = 1; len <= qs::kMaxCidLen; ++len) {
+    std::vector<std::uint8_t> a(qs::kMaxCidLen + 8, 0x5a);
+    for (unsigned i = 0; i < len; ++i) a[i] = std::uint8_t(0x11 * i + len);
+    std::vector<std::uint8_t> b = a;
+    EXPECT_TRUE(qs::same_cid(a.data(), b.data(), len)) << len;
+    b[len] ^= 0xff;  // past the CID: not part of it
+    EXPECT_TRUE(qs::same_cid(a.data(), b.data(), len)) << len;
+    EXPECT_EQ(ConnectionTable::hash_cid(a.data(), len, 5), ConnectionTable::hash_cid(b.data(), len, 5)) << len;
+    for (unsigned i = 0; i < len; ++i) {
+      for (std::uint8_t flip : {std::uint8_t(0x01), std::uint8_t(0x80)}) {
+        std::vector<std::uint8_t> c = a;
+        c[i] ^= flip;
+        EXPECT_FALSE(qs::same_cid(a.data(), c.data(), len)) << "length " << len << " octet " << i;
+        EXPECT_NE(ConnectionTable::hash_cid(a.data(), len, 5), ConnectionTable::hash_cid(c.data(), len, 5))
+            << "length " << len << " octet " << i;
+      }
+    }
+    // The same octets at another length are another CID.
+    if (len > 1) {
+      EXPECT_NE(ConnectionTable::hash_cid(a.data(), len, 5), ConnectionTable::hash_cid(a.data(), len - 1, 5));
+    }
+  }
+}
+
 // The slots come from the memory the owner of the table says, all of it at
 // construction, and go back once; no room is std::bad_alloc, never a table
 // that fails later.
