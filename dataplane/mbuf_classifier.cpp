@@ -24,7 +24,13 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   const std::uint8_t* frames[kMaxBurst] = {};
   std::uint16_t lens[kMaxBurst] = {};
   std::uint32_t frame_lens[kMaxBurst] = {};
-  Decision decisions[kMaxBurst];
+  // classify_burst writes each of the n decisions whole before it reads one,
+  // so they are left uninitialised: a burst's worth of default-constructed
+  // decisions is a 1 KB memset per burst.
+  union Scratch {
+    Scratch() {}
+    Decision at[kMaxBurst];
+  } decisions;
   // Headers live in the first segment; a multi-segment mbuf is classified by
   // what that segment holds (a header cut there reads as malformed), as a
   // frame of its whole length (pkt_len): the rest is payload, not missing.
@@ -38,11 +44,11 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     lens[i] = rte_pktmbuf_data_len(pkts[i]);
     frame_lens[i] = rte_pktmbuf_pkt_len(pkts[i]);
   }
-  impl_->classifier.classify_burst(frames, lens, n, decisions, frame_lens, now_ms, &counts.learn);
+  impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn);
   for (unsigned i = 0; i < n; ++i) {
-    const ParsedPacket& p = decisions[i].packet;
-    owner[i] = decisions[i].resolution.owner_index;
-    ++counts.by_method[static_cast<unsigned>(decisions[i].resolution.how)];
+    const ParsedPacket& p = decisions.at[i].packet;
+    owner[i] = decisions.at[i].resolution.owner_index;
+    ++counts.by_method[static_cast<unsigned>(decisions.at[i].resolution.how)];
     switch (p.verdict) {
       case Verdict::kQuic: cls[i] = RxClass::kQuic; break;
       case Verdict::kNotQuic: cls[i] = RxClass::kNotQuic; break;

@@ -66,9 +66,15 @@ inline std::uint64_t siphash(const SipHashKey& key, const std::uint8_t* in, std:
     s.v0 ^= m;
   }
   // Last word: the remaining 0..7 octets, the length's low octet on top.
+  // From eight octets on, the remaining ones are the top of the input's last
+  // eight, loaded at once rather than octet by octet.
   std::uint64_t m = std::uint64_t(len) << 56;
-  for (std::size_t i = len - whole; i > 0; --i)
-    m |= std::uint64_t(in[whole + i - 1]) << (8 * (i - 1));
+  const std::size_t rest = len - whole;
+  if (len >= 8) {
+    if (rest != 0) m |= load_le64(in + len - 8) >> (8 * (8 - rest));
+  } else {
+    for (std::size_t i = rest; i > 0; --i) m |= std::uint64_t(in[whole + i - 1]) << (8 * (i - 1));
+  }
   s.v3 ^= m;
   for (int r = 0; r < kCompressionRounds; ++r) s.round();
   s.v0 ^= m;
