@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench/ringloop.sh [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]
+#                           [--memory no-huge|hugepages] [--instructions on|off]
 #
 # Cycles per packet on a copy-free closed loop: a ring port whose RX queue q
 # receives what was sent on its TX queue q (a net_ring vdev's rings), so no
@@ -17,6 +18,21 @@
 # on the same machine state. Cycles per packet = 2 forwarding lcores' TSC
 # cycles / packets received; quicsteer's own work = demo's minus testpmd io's.
 # Target (ratios.own_cycles_per_packet_demo): <= 120. Writes results/ringloop.json.
+#
+# --memory hugepages runs every configuration on EAL hugepage memory instead
+# of --no-huge (reserve it first: 600 2 MB pages and hugetlbfs mounted, e.g.
+# `echo 600 > /proc/sys/vm/nr_hugepages; mount -t hugetlbfs nodev /dev/hugepages`).
+#
+# --instructions on adds what cycles on a shared VM cannot settle: the demo
+# layout's ring_loop (and with --before, the other build's) once under
+# valgrind's callgrind, which counts instructions executed, not time. Reported
+# per packet received: the forwarding lcores whole (qs::lcore_main), the
+# classification (qs::MbufClassifier::classify) and the owner's connection
+# stage (qs::run_connection_burst), in instructions_per_packet. Two runs of
+# one build gave 744.3 and 746.6 per packet, so a change of a few per cent
+# shows there while the cycle medians move by 30 % from run to run. Demo only:
+# valgrind runs one thread at a time, and in the split layout the owner spends
+# its turns polling an empty ring, which says nothing per packet.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${QS_BUILD_DIR:-$root/build}
@@ -27,15 +43,34 @@ runs=5
 seconds=3
 packets=1024
 before=
+memory=no-huge
+instructions=off
 source "$root/scripts/bench/lib/args.sh"
 bench_extra_arg() {
   case $1 in
     --packets) packets=$2 ;;
     --before) before=$(cd "$2" && pwd) ;;
+    --memory) memory=$2 ;;
+    --instructions) instructions=$2 ;;
     *) return 1 ;;
   esac
 }
-bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]" "$@"
+bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR] [--memory no-huge|hugepages] [--instructions on|off]" "$@"
+case $memory in
+  no-huge) eal_memory=(--no-huge) loop_memory=() ;;
+  hugepages)
+    free_pages=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+    grep -q hugetlbfs /proc/mounts && [ "${free_pages:-0}" -ge 600 ] ||
+      { echo "ringloop.sh: --memory hugepages wants 600 free 2 MB pages on a mounted hugetlbfs (see the header)" >&2; exit 1; }
+    eal_memory=() loop_memory=(--hugepages) ;;
+  *) echo "ringloop.sh: --memory wants no-huge or hugepages" >&2; exit 2 ;;
+esac
+case $instructions in
+  on) command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
+        { echo "ringloop.sh: --instructions on needs valgrind (apt-get install valgrind)" >&2; exit 1; } ;;
+  off) ;;
+  *) echo "ringloop.sh: --instructions wants on or off" >&2; exit 2 ;;
+esac
 [[ $packets =~ ^[1-9][0-9]*$ ]] && [ $((packets % 64)) = 0 ] ||
   { echo "ringloop.sh: --packets wants a multiple of 64 (testpmd sends bursts of 32 on 2 queues)" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "ringloop.sh: dpdk-testpmd is missing (scripts/setup.sh installs it)" >&2; exit 1; }
@@ -56,15 +91,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
+eal=(--lcores "0@0,1@0,2@1" "${eal_memory[@]}" -m 1024 --no-shconf --no-pci --log-level "*:notice")
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "ringloop: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1;"
-echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating"
+echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating, EAL memory $memory"
 
 
 run_loop() {
   local dir=$1 layout=$2 name=$3 r=$4
-  "$dir/tests/bench/ring_loop" --layout "$layout" --seconds "$seconds" --packets "$packets" \
+  "$dir/tests/bench/ring_loop" --layout "$layout" --seconds "$seconds" --packets "$packets" "${loop_memory[@]}" \
     --json "$work/$name-$r.json" > "$work/$name-$r.txt" 2>&1 ||
     { echo "ringloop.sh: ring_loop $name failed:" >&2; tail -5 "$work/$name-$r.txt" >&2; exit 1; }
 }
@@ -82,9 +117,26 @@ for r in $(seq 1 "$runs"); do
   done
 done
 
-python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$packets" "$seconds" <<'PY'
-import json, re, statistics, sys
-work, runs, out, cpu, cpus, packets, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), float(sys.argv[7])
+# Instructions per packet: one callgrind run per layout and build. Its
+# window is wall-clock time, which valgrind stretches: what counts is the
+# packets received from launch to stop, which ring_loop prints.
+count_instructions() {
+  local dir=$1 layout=$2 name=$3
+  echo "ringloop: instructions, $name (callgrind)"
+  valgrind --tool=callgrind --callgrind-out-file="$work/$name.callgrind" \
+    "$dir/tests/bench/ring_loop" --layout "$layout" --seconds 4 --warmup 1 --packets "$packets" "${loop_memory[@]}" \
+    > "$work/$name-instructions.txt" 2>&1 ||
+    { echo "ringloop.sh: ring_loop $name under callgrind failed:" >&2; tail -5 "$work/$name-instructions.txt" >&2; exit 1; }
+  callgrind_annotate --inclusive=yes "$work/$name.callgrind" > "$work/$name.inclusive" 2>/dev/null
+}
+if [ "$instructions" = on ]; then
+  count_instructions "$build" demo demo
+  if [ -n "$before" ]; then count_instructions "$before" demo demo_before; fi
+fi
+
+python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$packets" "$seconds" "$memory" <<'PY'
+import json, os, re, statistics, sys
+work, runs, out, cpu, cpus, packets, seconds, memory = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), float(sys.argv[7]), sys.argv[8]
 LCORES = 2
 def spread(v):
     return {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
@@ -114,17 +166,41 @@ if "demo_before" in configs:
     ratios["demo_after_vs_before_cycles"] = med("demo") / med("demo_before")
     ratios["split_after_vs_before_cycles"] = med("split") / med("split_before")
 targets = {"own_cycles_per_packet_demo": "<= 120"}
+# Instructions per packet, from callgrind's inclusive counts (see the header).
+STAGES = {"lcores": r"qs::lcore_main\(", "classify": r"qs::MbufClassifier::classify\(",
+          "connection_stage": r"qs::run_connection_burst<"}
+instructions = {}
+for name in ["demo", "demo_before"]:
+    path = f"{work}/{name}.inclusive"
+    if not os.path.exists(path):
+        continue
+    received = int(re.search(r"(\d+) packets received from launch to stop", open(f"{work}/{name}-instructions.txt").read()).group(1))
+    text = open(path).read()
+    per = {}
+    for stage, pattern in STAGES.items():
+        counts = [int(m.group(1).replace(",", "")) for m in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+[^\n]*?" + pattern, text, re.M)]
+        per[stage] = round(sum(counts) / received, 1) if counts else None
+    per["packets"] = received
+    instructions[name] = per
+if "demo" in instructions and "demo_before" in instructions:
+    ratios["demo_after_vs_before_instructions"] = instructions["demo"]["lcores"] / instructions["demo_before"]["lcores"]
 print(f"CPU {cpu}, {cpus} CPUs, TSC {tsc_hz / 1e9:.3f} GHz; {packets} packets circulating, {runs} runs of {seconds:g} s")
 print(f"{'configuration':20} {'Mpps median (min..max)':>26} {'cycles/packet median (min..max)':>34}")
 for name, c in configs.items():
     m, p = c["mpps"], c["cycles_per_packet"]
     print(f"{name:20} {m['median']:8.2f} ({m['min']:7.2f}..{m['max']:7.2f}) {p['median']:14.1f} ({p['min']:7.1f}..{p['max']:7.1f})")
+if instructions:
+    print(f"{'instructions/packet':20} {'lcores':>10} {'classify':>10} {'connection stage':>18}")
+    for name, per in instructions.items():
+        f = lambda v: "-" if v is None else f"{v:.1f}"
+        print(f"{name:20} {f(per['lcores']):>10} {f(per['classify']):>10} {f(per['connection_stage']):>18}")
 for k, v in ratios.items():
     t = targets.get(k)
     verdict = "" if t is None else f"  (target {t}: {'met' if v <= 120 else 'not met'})"
     print(f"ratios.{k} = {v:.2f}{verdict}")
 json.dump({"cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "packets_circulating": packets, "runs": runs,
-           "seconds": seconds, "lcores": "main 0@CPU0, forwarding 1@CPU0 and 2@CPU1",
-           "configurations": configs, "ratios": ratios, "targets": targets}, open(out, "w"), indent=2)
+           "seconds": seconds, "memory": memory, "lcores": "main 0@CPU0, forwarding 1@CPU0 and 2@CPU1",
+           "configurations": configs, "instructions_per_packet": instructions, "ratios": ratios,
+           "targets": targets}, open(out, "w"), indent=2)
 print(f"wrote {out}")
 PY

@@ -1,7 +1,7 @@
 // ring_loop: quicsteer on a copy-free closed loop, for cycles per packet
 // without net_pcap's RX memcpy.
 //
-//   ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE]
+//   ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //
 // The port is made of rte_rings the way a net_ring vdev makes them: RX queue
 // q and TX queue q are the same ring, so what an owner transmits on its TX
@@ -24,6 +24,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -51,10 +52,11 @@ struct Options {
   double warmup = 0.5;
   unsigned packets = 2048;
   std::string json;
+  bool hugepages = false;  // EAL memory from hugetlbfs (set up by hand) instead of --no-huge
 };
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE]\n");
+  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n");
   std::exit(2);
 }
 
@@ -62,6 +64,10 @@ Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--hugepages") {
+      o.hugepages = true;
+      continue;
+    }
     if (i + 1 >= argc) usage();
     const std::string v = argv[++i];
     if (a == "--layout") o.layout = v;
@@ -92,11 +98,27 @@ std::string profile_yaml(const std::string& layout, const std::string& device) {
 
 struct Window {
   std::uint64_t rx = 0, drops = 0, tsc = 0;
+  std::array<std::uint64_t, qs::kResolveMethods> routed{};
 };
 
 Window sample(const qs::Dataplane& dp) {
   const qs::StatsSnapshot s = dp.snapshot();
-  return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc()};
+  return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc(), s.rx_total.routed};
+}
+
+// What the window measured: the share of packets each steering rule routed.
+std::string rule_mix(const Window& a, const Window& b) {
+  std::string out;
+  const double total = double(b.rx - a.rx);
+  for (std::size_t m = 0; m < qs::kResolveMethods; ++m) {
+    const std::uint64_t n = b.routed[m] - a.routed[m];
+    if (n == 0 || total == 0) continue;
+    char part[64];
+    std::snprintf(part, sizeof part, "%s%s %.1f%%", out.empty() ? "" : ", ",
+                  std::string(qs::to_string(qs::ResolveMethod(m))).c_str(), 100.0 * double(n) / total);
+    out += part;
+  }
+  return out;
 }
 
 int run(const Options& opt) {
@@ -153,6 +175,8 @@ int run(const Options& opt) {
               opt.layout.c_str(), preloaded, mpps, cycles_per_packet, kForwardingLcores, hz,
               static_cast<unsigned long long>(b.drops - a.drops), static_cast<unsigned long long>(s.drops_sum() - b.drops),
               static_cast<long long>(leaked));
+  std::printf("ring_loop %s: routed by %s; %llu packets received from launch to stop\n", opt.layout.c_str(),
+              rule_mix(a, b).c_str(), static_cast<unsigned long long>(s.rx_total.rx));
   if (!opt.json.empty()) {
     std::ofstream o(opt.json);
     o << "{\"layout\": \"" << opt.layout << "\", \"packets_circulating\": " << preloaded << ", \"mpps\": " << mpps
@@ -169,8 +193,10 @@ int run(const Options& opt) {
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   try {
-    qs::init_eal("ring_loop", {"--lcores", "0@0,1@0,2@1", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci",
-                               "--log-level", "*:warning"});
+    std::vector<std::string> eal = {"--lcores", "0@0,1@0,2@1", "-m", "1024", "--no-shconf", "--no-pci",
+                                    "--log-level", "*:warning"};
+    if (!opt.hugepages) eal.insert(eal.begin() + 2, "--no-huge");
+    qs::init_eal("ring_loop", eal);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
