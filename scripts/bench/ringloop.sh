@@ -62,7 +62,7 @@ case $memory in
     free_pages=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
     grep -q hugetlbfs /proc/mounts && [ "${free_pages:-0}" -ge 600 ] ||
       { echo "ringloop.sh: --memory hugepages wants 600 free 2 MB pages on a mounted hugetlbfs (see the header)" >&2; exit 1; }
-    eal_memory=() loop_memory=(--hugepages) ;;
+    eal_memory=(--huge-unlink) loop_memory=(--hugepages) ;;
   *) echo "ringloop.sh: --memory wants no-huge or hugepages" >&2; exit 2 ;;
 esac
 case $instructions in
