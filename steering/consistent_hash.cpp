@@ -39,6 +39,10 @@ ConsistentHashRing::ConsistentHashRing(const std::vector<unsigned>& owner_ids,
     return owner_ids[a.owner] < owner_ids[b.owner];
   });
   point_count_ = std::uint32_t(points_.size());
+  // No hash is above the sentinel; one equal to it wraps to the first point
+  // as any hash past the last point does (a real point at the very top
+  // sorts before it and is found first).
+  points_.push_back({~std::uint64_t(0), points_.front().owner});
 
   unsigned bits = 1;
   while ((std::size_t(1) << bits) < 2 * points_.size()) ++bits;

@@ -30,10 +30,16 @@ class ConsistentHashRing {
                      unsigned vnodes);
 
   std::uint16_t owner_for(std::uint64_t hash) const {
-    std::uint32_t i = bucket_first_[hash >> bucket_shift_];
-    while (i < point_count_ && points_[i].position < hash) ++i;
-    if (i == point_count_) i = 0;  // past the last point: wrap to the first
-    return points_[i].owner;
+    // From the bucket's first point the walk is zero or one step for most
+    // hashes, and which one no predictor can guess (the hash is random): that
+    // step is an add, not a branch. A longer walk is rare, so its loop is
+    // predicted not taken. The sentinel past the last point (the top of the
+    // circle, with the first point's owner: the wrap) ends every walk, so
+    // there is no bounds test.
+    const Point* p = &points_[bucket_first_[hash >> bucket_shift_]];
+    p += p->position < hash;
+    while (p->position < hash) ++p;
+    return p->owner;
   }
 
   std::size_t owner_count() const { return owner_count_; }
@@ -47,7 +53,7 @@ class ConsistentHashRing {
     std::uint64_t position;
     std::uint16_t owner;
   };
-  std::vector<Point> points_;                // sorted by position
+  std::vector<Point> points_;                // sorted by position, then the sentinel
   std::vector<std::uint32_t> bucket_first_;  // first point >= bucket start
   std::uint32_t point_count_ = 0;
   unsigned bucket_shift_ = 63;

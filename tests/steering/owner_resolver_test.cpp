@@ -81,9 +81,7 @@ TEST(SipHash, MatchesOpenSsl13And24) {
 
 SipHashKey test_key() { return SipHashKey::from_bytes(counting_key()); }
 
-TEST(ConsistentHashRing, LookupEqualsBruteForce) {
-  const ConsistentHashRing ring({4, 9, 1}, test_key(), 16);
-  ASSERT_EQ(ring.point_count(), 48u);
+void expect_lookup_equals_brute_force(const ConsistentHashRing& ring) {
   for (std::size_t i = 1; i < ring.point_count(); ++i)
     ASSERT_LE(ring.point_position(i - 1), ring.point_position(i));
   const auto brute = [&](std::uint64_t h) {
@@ -99,6 +97,16 @@ TEST(ConsistentHashRing, LookupEqualsBruteForce) {
   std::mt19937_64 rng(3);
   for (int i = 0; i < 20000; ++i) probes.push_back(rng());
   for (std::uint64_t h : probes) ASSERT_EQ(ring.owner_for(h), brute(h)) << h;
+}
+
+TEST(ConsistentHashRing, LookupEqualsBruteForce) {
+  const ConsistentHashRing ring({4, 9, 1}, test_key(), 16);
+  ASSERT_EQ(ring.point_count(), 48u);
+  expect_lookup_equals_brute_force(ring);
+  // One point: every hash wraps to it or stops at it. A thousand points per
+  // owner: walks of more than one step.
+  expect_lookup_equals_brute_force(ConsistentHashRing({7}, test_key(), 1));
+  expect_lookup_equals_brute_force(ConsistentHashRing({2, 3}, test_key(), 1000));
 }
 
 std::vector<unsigned> lcores(unsigned n) {
