@@ -133,27 +133,41 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
   if (t.stage.add(m)) send_tx(c, t, now);
 }
 
-// The connection stage: this owner's shard of state, then the action. Called
-// only while every TX stage has room for the burst (tx_has_room).
-void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
+// The connection stage: this owner's shard of state, then the action,
+// specialised at compile time per action and per synthetic cost, so that the
+// per-packet path has no switch and no test of cost_cycles; sink counts once
+// per burst. Called only while every TX stage has room for the burst
+// (tx_has_room).
+template <OwnerAction kAction, bool kCost>
+void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
   run_connection_burst(c.shard, pkts, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
-    if (c.cost_cycles != 0) spin_cycles(c.cost_cycles);
-    switch (c.action) {
-      case OwnerAction::kSink:
-        rte_pktmbuf_free(m);
-        s.sunk.add();
-        break;
-      case OwnerAction::kForward:
-        stage_tx(c, *c.forward_tx, m, now);
-        break;
-      case OwnerAction::kReflect: {
-        reflect(m, meta);
-        stage_tx(c, *c.tx_by_port[m->port], m, now);
-        break;
-      }
+    if constexpr (kCost) spin_cycles(c.cost_cycles);
+    if constexpr (kAction == OwnerAction::kSink) {
+      rte_pktmbuf_free(m);
+    } else if constexpr (kAction == OwnerAction::kForward) {
+      stage_tx(c, *c.forward_tx, m, now);
+    } else {
+      reflect(m, meta);
+      stage_tx(c, *c.tx_by_port[m->port], m, now);
     }
   });
+  if constexpr (kAction == OwnerAction::kSink) s.sunk.add(n);
+}
+
+void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
+  const bool cost = c.cost_cycles != 0;
+  switch (c.action) {
+    case OwnerAction::kSink:
+      return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, n, now)
+                  : run_connection_stage_as<OwnerAction::kSink, false>(c, pkts, n, now);
+    case OwnerAction::kForward:
+      return cost ? run_connection_stage_as<OwnerAction::kForward, true>(c, pkts, n, now)
+                  : run_connection_stage_as<OwnerAction::kForward, false>(c, pkts, n, now);
+    case OwnerAction::kReflect:
+      return cost ? run_connection_stage_as<OwnerAction::kReflect, true>(c, pkts, n, now)
+                  : run_connection_stage_as<OwnerAction::kReflect, false>(c, pkts, n, now);
+  }
 }
 
 unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {

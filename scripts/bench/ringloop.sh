@@ -167,8 +167,10 @@ if "demo_before" in configs:
     ratios["split_after_vs_before_cycles"] = med("split") / med("split_before")
 targets = {"own_cycles_per_packet_demo": "<= 120"}
 # Instructions per packet, from callgrind's inclusive counts (see the header).
-STAGES = {"lcores": r"qs::lcore_main\(", "classify": r"qs::MbufClassifier::classify\(",
-          "connection_stage": r"qs::run_connection_burst<"}
+# A stage is the first of its functions the compiler kept out of line (the
+# connection stage's burst loop is inlined into its caller in some builds).
+STAGES = {"lcores": [r"qs::lcore_main\("], "classify": [r"qs::MbufClassifier::classify\("],
+          "connection_stage": [r"qs::run_connection_burst<", r"qs::\(anonymous namespace\)::run_connection_stage\("]}
 instructions = {}
 for name in ["demo", "demo_before"]:
     path = f"{work}/{name}.inclusive"
@@ -177,9 +179,16 @@ for name in ["demo", "demo_before"]:
     received = int(re.search(r"(\d+) packets received from launch to stop", open(f"{work}/{name}-instructions.txt").read()).group(1))
     text = open(path).read()
     per = {}
-    for stage, pattern in STAGES.items():
-        counts = [int(m.group(1).replace(",", "")) for m in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+[^\n]*?" + pattern, text, re.M)]
-        per[stage] = round(sum(counts) / received, 1) if counts else None
+    for stage, patterns in STAGES.items():
+        per[stage] = None
+        for pattern in patterns:
+            # "COUNT (PERCENT)  FILE:[void ]FUNCTION": the function's own name, not a
+            # template argument or enclosing scope inside another's.
+            counts = [int(m.group(1).replace(",", ""))
+                      for m in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:(?:void )?" + pattern, text, re.M)]
+            if counts:
+                per[stage] = round(sum(counts) / received, 1)
+                break
     per["packets"] = received
     instructions[name] = per
 if "demo" in instructions and "demo_before" in instructions:
