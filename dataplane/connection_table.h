@@ -61,7 +61,7 @@ class ConnectionTable {
   static std::size_t memory_bytes(std::uint32_t max_connections);
 
   // A keyed hash for CIDs; the seed is chosen at start-up so that a client
-  // cannot precompute colliding CIDs.
+  // cannot precompute colliding CIDs. Inline: the owner hashes every packet.
   static std::uint32_t hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed);
 
   // The entry for this CID, created when absent. nullptr when the shard is
@@ -127,6 +127,40 @@ class SweepPacer {
   std::uint64_t period_;
   unsigned __int128 credit_ = 0;
 };
+
+inline std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed) {
+  // Eight octets at a time through a multiply-xorshift mixer (wyhash-style
+  // folding). Keyed by `seed`; not a MAC, but enough that colliding CIDs
+  // cannot be precomputed without knowing the seed. The last word is the
+  // CID's last eight octets, overlapping the one before when the length is
+  // not a multiple of eight (the length is mixed in first, so the overlap
+  // cannot make two CIDs equal): no loop over the odd octets per packet.
+  auto mix = [](std::uint64_t a, std::uint64_t b) {
+    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+    return std::uint64_t(r) ^ std::uint64_t(r >> 64);
+  };
+  auto word = [cid](unsigned at) {
+    std::uint64_t w;
+    std::memcpy(&w, cid + at, 8);
+    return w;
+  };
+  std::uint64_t h = seed ^ (0x9e3779b97f4a7c15ull * (len + 1));
+  std::uint64_t last = 0;
+  if (len >= 8) {
+    for (unsigned i = 0; i + 8 < len; i += 8) h = mix(h ^ word(i), 0xa0761d6478bd642full);
+    last = word(len - 8);
+  } else if (len >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, cid, 4);
+    std::memcpy(&b, cid + len - 4, 4);
+    last = std::uint64_t(a) << 32 | b;
+  } else {
+    for (unsigned i = 0; i < len; ++i) last |= std::uint64_t(cid[i]) << (8 * i);
+  }
+  h = mix(h ^ last, 0xe7037ed1a0b428dbull);
+  h = mix(h, 0x8ebc6af09c88c6e3ull);
+  return std::uint32_t(h ^ (h >> 32));
+}
 
 // Whether two CIDs of `len` octets (at most kMaxCidLen) are equal, with at
 // most three fixed-size loads a side, overlapping where the length is not a
