@@ -64,28 +64,40 @@ QS_AES_TARGET void expand_key(const std::uint8_t key[16], std::uint8_t enc[11][1
   _mm_store_si128(reinterpret_cast<__m128i*>(dec[10]), rk[0]);
 }
 
-// Up to kLanes blocks go through the rounds side by side.
+// Up to kLanes blocks go through the rounds side by side. The lane count is
+// a template parameter so that each group's rounds unroll into straight
+// AESENC sequences on registers; with a run-time count every round of every
+// lane went through the stack with loop overhead, four times the instructions.
 constexpr std::size_t kLanes = 8;
+
+template <bool kEncrypt, std::size_t kN>
+QS_AES_TARGET inline void crypt_lanes(const __m128i* rk, Aes128::Block* blocks) {
+  __m128i b[kN];
+  for (std::size_t i = 0; i < kN; ++i)
+    b[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[i])), rk[0]);
+  for (int r = 1; r < 10; ++r)
+    for (std::size_t i = 0; i < kN; ++i)
+      b[i] = kEncrypt ? _mm_aesenc_si128(b[i], rk[r]) : _mm_aesdec_si128(b[i], rk[r]);
+  for (std::size_t i = 0; i < kN; ++i) {
+    b[i] = kEncrypt ? _mm_aesenclast_si128(b[i], rk[10]) : _mm_aesdeclast_si128(b[i], rk[10]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(blocks[i]), b[i]);
+  }
+}
 
 template <bool kEncrypt>
 QS_AES_TARGET void crypt_many(const std::uint8_t keys[11][16], Aes128::Block* blocks,
                               std::size_t n) {
-  __m128i rk[11];
-  for (int i = 0; i < 11; ++i) rk[i] = _mm_load_si128(reinterpret_cast<const __m128i*>(keys[i]));
-  while (n > 0) {
-    const std::size_t m = n < kLanes ? n : kLanes;
-    __m128i b[kLanes];
-    for (std::size_t i = 0; i < m; ++i)
-      b[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[i])), rk[0]);
-    for (int r = 1; r < 10; ++r)
-      for (std::size_t i = 0; i < m; ++i)
-        b[i] = kEncrypt ? _mm_aesenc_si128(b[i], rk[r]) : _mm_aesdec_si128(b[i], rk[r]);
-    for (std::size_t i = 0; i < m; ++i) {
-      b[i] = kEncrypt ? _mm_aesenclast_si128(b[i], rk[10]) : _mm_aesdeclast_si128(b[i], rk[10]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(blocks[i]), b[i]);
-    }
-    blocks += m;
-    n -= m;
+  const __m128i* rk = reinterpret_cast<const __m128i*>(keys);
+  for (; n >= kLanes; n -= kLanes, blocks += kLanes) crypt_lanes<kEncrypt, kLanes>(rk, blocks);
+  switch (n) {
+    case 7: crypt_lanes<kEncrypt, 7>(rk, blocks); break;
+    case 6: crypt_lanes<kEncrypt, 6>(rk, blocks); break;
+    case 5: crypt_lanes<kEncrypt, 5>(rk, blocks); break;
+    case 4: crypt_lanes<kEncrypt, 4>(rk, blocks); break;
+    case 3: crypt_lanes<kEncrypt, 3>(rk, blocks); break;
+    case 2: crypt_lanes<kEncrypt, 2>(rk, blocks); break;
+    case 1: crypt_lanes<kEncrypt, 1>(rk, blocks); break;
+    default: break;
   }
 }
 
