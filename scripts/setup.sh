@@ -16,6 +16,7 @@ packages=(
   libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev libnghttp3-dev   # quicsteer-server
   ngtcp2-client tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, captures, namespaces
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
+  python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
 )
 
 missing=()

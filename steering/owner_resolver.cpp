@@ -61,6 +61,7 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     : owner_lcores_(checked_owners(config)),
       mode_(config.mode),
       key_(SipHashKey::from_bytes(config.fallback_key)),
+      cid_hash_(key_, backend != QuicLbCodec::AesBackend::kOpenSsl),
       ring_(owner_lcores_, key_, config.fallback_vnodes) {
   std::set<std::uint8_t> sid_lengths;
   for (const QuicLbConfig& lb : config.quic_lb) {

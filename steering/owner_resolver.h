@@ -13,7 +13,7 @@
 //      without a route): what the forwarding tables learned
 //      (steering/forwarding_rules.h: kLearnedSetup, kLearnedCid,
 //      kLearnedTuple) when the profile has them, else the consistent-hash ring
-//      over the keyed SipHash-1-3 of the DCID (kFallbackDcid, or
+//      over the keyed hash of the DCID (steering/cid_hash.h; kFallbackDcid, or
 //      kFallbackUnknownCid for a short header the tables know nothing of).
 //      Every Initial of a connection carries the same DCID and so reaches the
 //      same owner from any RX queue.
@@ -34,6 +34,7 @@
 #include <optional>
 #include <vector>
 
+#include "steering/cid_hash.h"
 #include "steering/consistent_hash.h"
 #include "steering/packet_parser.h"
 #include "steering/quic_lb.h"
@@ -201,7 +202,12 @@ class OwnerResolver {
     return ring_.owner_for(tuple_hash(frame, p));
   }
   // The keyed hashes the fallback ring uses.
-  std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return siphash13(key_, dcid, len); }
+  std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return cid_hash_.hash(dcid, len); }
+  // dcid_hash() of n DCIDs at once (see CidHash::hash_many).
+  void dcid_hash_many(const std::uint8_t* const* dcids, const std::uint8_t* lens,
+                      const std::uint16_t* readable, std::size_t n, std::uint64_t* out) const {
+    cid_hash_.hash_many(dcids, lens, readable, n, out);
+  }
   std::uint64_t tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
   std::uint16_t owner_for_hash(std::uint64_t hash) const { return ring_.owner_for(hash); }
 
@@ -282,6 +288,7 @@ class OwnerResolver {
   std::array<std::optional<QuicLbCodec>, 8> codecs_;
   ServerIdMap server_ids_;
   SipHashKey key_;
+  CidHash cid_hash_;
   ConsistentHashRing ring_;
 };
 

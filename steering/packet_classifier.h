@@ -74,13 +74,6 @@ class PacketClassifier {
   bool routes_by_dcid(const ParsedPacket& p) const {
     return p.verdict == Verdict::kQuic && p.dcid_len > 0 && resolver_.mode() == SteeringMode::kCid;
   }
-  // A DCID QUIC-LB did not route: the tables, else the hash.
-  Resolution resolve_unroutable(const std::uint8_t* frame, const ParsedPacket& p, std::uint32_t now_ms,
-                                LearnCounts& counts) const {
-    if (tables_ != nullptr) return tables_->resolve(resolver_, frame, p, now_ms, counts);
-    return {resolver_.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackDcid};
-  }
-
   ParserConfig parser_;
   OwnerResolver resolver_;
   ForwardingTables* tables_ = nullptr;

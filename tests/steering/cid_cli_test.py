@@ -12,8 +12,9 @@ does not.
 
 The capture is written here from tests/steering/packet_fixtures.h, so the C++
 tests and this one share one table. The fallback owners are recomputed with
-an independent Python SipHash-1-3 and hash ring, as a second appliance with
-the same key and owners would.
+an independent Python SipHash, AES-CBC-MAC (steering/cid_hash.h, through the
+cryptography package) and hash ring, as a second appliance with the same key
+and owners would.
 """
 import os
 import re
@@ -146,7 +147,7 @@ check(classify(pcap)[fixtures.index(fx)][1] == "not_quic", "default port 443 onl
 
 
 # A profile equal to fixture_steering_config(): every column must match,
-# owners included. Fallback owners come from this script's own SipHash ring.
+# owners included. Fallback owners come from this script's own hashes and ring.
 def key_hex(text):
     return '"' + text + '"'
 
@@ -190,6 +191,10 @@ def rotl(x, b):
 
 
 def siphash13(key, data):
+    return siphash(key, data, 1, 3)
+
+
+def siphash(key, data, c, d):
     k0, k1 = struct.unpack("<QQ", key)
     v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
 
@@ -203,11 +208,31 @@ def siphash13(key, data):
     words = [struct.unpack("<Q", data[i:i + 8])[0] for i in range(0, len(data) - tail, 8)]
     words.append(int.from_bytes(data[len(data) - tail:], "little") | (len(data) & 0xFF) << 56)
     for m in words:
-        v[3] ^= m; rnd(); v[0] ^= m
+        v[3] ^= m
+        for _ in range(c):
+            rnd()
+        v[0] ^= m
     v[2] ^= 0xFF
-    for _ in range(3):
+    for _ in range(d):
         rnd()
     return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def dcid_hash(key, dcid):
+    """CBC-MAC under AES-128 of the DCID's encoding: octets 0..14 then its
+    length in block 0, the rest in zero-padded blocks; the AES key is
+    SipHash-2-4 of two labels (NUL-terminated, as the C++ arrays are)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    aes_key = b"".join(struct.pack("<Q", siphash(key, label + b"\0", 2, 4)) for label in (
+        b"quicsteer: the AES key of the DCID hash, octets 0-7",
+        b"quicsteer: the AES key of the DCID hash, octets 8-15"))
+    msg = dcid[:15].ljust(15, b"\0") + bytes([len(dcid)])
+    rest = dcid[15:]
+    if rest:
+        msg += rest.ljust((len(rest) + 15) // 16 * 16, b"\0")
+    enc = Cipher(algorithms.AES(aes_key), modes.CBC(bytes(16))).encryptor()
+    ct = enc.update(msg) + enc.finalize()
+    return struct.unpack("<Q", ct[-16:-8])[0]
 
 
 FALLBACK_KEY = bytes(range(16))
@@ -242,7 +267,7 @@ for fx, row in zip(fixtures, rows):
     if route.startswith("lcore:"):
         want = route[6:]
     elif route == "fallback_dcid":
-        want = str(ring_owner(siphash13(FALLBACK_KEY, bytes.fromhex(fx["dcid"]))))
+        want = str(ring_owner(dcid_hash(FALLBACK_KEY, bytes.fromhex(fx["dcid"]))))
     elif route == "fallback_tuple":
         want = str(tuple_owner(fx))
     else:
