@@ -35,6 +35,10 @@
 #include <string>
 #include <string_view>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "steering/steering_config.h"
 
 namespace qs {
@@ -131,10 +135,19 @@ class ParserConfig {
   // short_dcid_len over 20 or a QUIC-LB config_id over 6.
   explicit ParserConfig(const SteeringConfig& config);
 
+  // Every packet asks once or twice: all 16 slots are compared at once, the
+  // unused ones hold 0, which is why port 0 is tested apart.
   bool is_quic_port(std::uint16_t port) const {
+#if defined(__SSE2__)
+    const __m128i p = _mm_set1_epi16(static_cast<short>(port));
+    const __m128i lo = _mm_cmpeq_epi16(p, _mm_load_si128(reinterpret_cast<const __m128i*>(ports_.data())));
+    const __m128i hi = _mm_cmpeq_epi16(p, _mm_load_si128(reinterpret_cast<const __m128i*>(ports_.data() + 8)));
+    return (_mm_movemask_epi8(_mm_or_si128(lo, hi)) != 0) & (port != 0);
+#else
     for (std::size_t i = 0; i < port_count_; ++i)
       if (ports_[i] == port) return true;
     return false;
+#endif
   }
   // The short-header DCID length a first DCID octet announces: the QUIC-LB
   // config at its codepoint (its cid_len, or the self-encoded length), the
@@ -147,7 +160,8 @@ class ParserConfig {
   std::uint8_t default_short_dcid_len() const { return default_short_len_; }
 
  private:
-  std::array<std::uint16_t, kMaxPorts> ports_{};
+  static_assert(kMaxPorts == 16, "is_quic_port compares two vectors of eight");
+  alignas(16) std::array<std::uint16_t, kMaxPorts> ports_{};  // unused slots: 0
   std::size_t port_count_ = 0;
   std::array<std::uint8_t, 8> by_codepoint_{};
   std::uint8_t default_short_len_ = 8;

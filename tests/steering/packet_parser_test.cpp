@@ -200,6 +200,26 @@ TEST(ParserConfigTest, ShortDcidLengthByCodepoint) {
   EXPECT_FALSE(no_lb.is_quic_port(4433));
 }
 
+// Each of 0..16 ports, in every slot, is a QUIC port and its neighbours are
+// not; nor is port 0, which the unused slots hold, nor any port with none
+// configured.
+TEST(ParserConfigTest, QuicPortsInEverySlot) {
+  for (std::size_t count = 0; count <= ParserConfig::kMaxPorts; ++count) {
+    SteeringConfig c;
+    c.quic_ports.clear();
+    for (std::size_t i = 0; i < count; ++i) c.quic_ports.push_back(std::uint16_t(1000 + 10 * i));
+    const ParserConfig config(c);
+    EXPECT_FALSE(config.is_quic_port(0)) << count;
+    EXPECT_FALSE(config.is_quic_port(65535)) << count;
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto port = std::uint16_t(1000 + 10 * i);
+      EXPECT_TRUE(config.is_quic_port(port)) << count << " ports, slot " << i;
+      EXPECT_FALSE(config.is_quic_port(std::uint16_t(port + 1))) << count;
+      EXPECT_FALSE(config.is_quic_port(std::uint16_t(port + 256))) << count;  // the other octet
+    }
+  }
+}
+
 TEST(ParserConfigTest, RejectsBadConfigs) {
   SteeringConfig c;
   c.quic_ports.assign(17, 0);
