@@ -122,17 +122,12 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
   return create ? shard.connections->find_or_insert(h, bytes, 8, now, created) : shard.connections->find(h, bytes, 8);
 }
 
-// `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
-// the packet is not QUIC).
-inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m, const SteerMeta& meta,
-                                std::uint64_t now) {
-  if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
-  if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
-  bool created = false;
-  Connection* cid = shard.cids->find_or_insert(hash, dcid_of(m, meta), meta.dcid_len, now, created);
-  if (cid == nullptr) return Tracked::kUntracked;
-  const FrameTuple seen(m, meta);
-  Tracked outcome = Tracked::kKnown;
+// What track_connection does when a CID is new or its 4-tuple changed: the
+// rare outcomes, out of line so that the common one (a known CID on its
+// recorded 4-tuple) inlines into the burst loop without their registers.
+[[gnu::noinline]] inline Tracked track_connection_change(ConnectionShard& shard, Connection* cid, bool created,
+                                                        const FrameTuple& seen, rte_mbuf* m, const SteerMeta& meta,
+                                                        std::uint64_t now) {
   if (created) {
     FourTuple t;
     seen.copy_to(t);
@@ -143,37 +138,52 @@ inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_
     Connection* conn = find_connection(shard, cid->connection_key, now, true, new_connection);
     if (conn == nullptr || new_connection) {
       if (conn != nullptr) conn->tuple = t;
-      outcome = Tracked::kNew;  // (without room for the connection, the CID is counted as one)
-    } else {
-      conn->last_seen_tsc = now;
-      outcome = Tracked::kNewCid;
-      if (!seen.matches(conn->tuple)) {
-        conn->tuple = t;
-        ++conn->migrations;
-        outcome = Tracked::kNewCidMigrated;
-      }
+      return Tracked::kNew;  // (without room for the connection, the CID is counted as one)
     }
-  } else if (!seen.matches(cid->tuple)) {
-    seen.copy_to(cid->tuple);
-    ++cid->migrations;
-    bool unused;
-    Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
-    // Another of its CIDs may have shown the connection's move already.
-    if (conn == nullptr || !seen.matches(conn->tuple)) {
-      outcome = Tracked::kMigrated;
-      if (conn != nullptr) {
-        conn->tuple = cid->tuple;
-        ++conn->migrations;
-        conn->last_seen_tsc = now;
-        cid->connection_refreshed_tsc = now;
-      }
-    }
+    conn->last_seen_tsc = now;
+    if (seen.matches(conn->tuple)) return Tracked::kNewCid;
+    conn->tuple = t;
+    ++conn->migrations;
+    return Tracked::kNewCidMigrated;
   }
-  if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) {
+  seen.copy_to(cid->tuple);
+  ++cid->migrations;
+  bool unused;
+  Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
+  // Another of its CIDs may have shown the connection's move already.
+  if (conn != nullptr && seen.matches(conn->tuple)) return Tracked::kKnown;
+  if (conn != nullptr) {
+    conn->tuple = cid->tuple;
+    ++conn->migrations;
+    conn->last_seen_tsc = now;
     cid->connection_refreshed_tsc = now;
-    bool unused;
-    if (Connection* conn = find_connection(shard, cid->connection_key, now, false, unused)) conn->last_seen_tsc = now;
   }
+  return Tracked::kMigrated;
+}
+
+// The connection's own last-seen time, written once per refresh period
+// rather than per packet (see ConnectionShard::refresh_tsc).
+[[gnu::noinline]] inline void refresh_connection(ConnectionShard& shard, Connection* cid, std::uint64_t now) {
+  cid->connection_refreshed_tsc = now;
+  bool unused;
+  if (Connection* conn = find_connection(shard, cid->connection_key, now, false, unused)) conn->last_seen_tsc = now;
+}
+
+// `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
+// the packet is not QUIC).
+[[gnu::always_inline]] inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m,
+                                                       const SteerMeta& meta, std::uint64_t now) {
+  if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
+  if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
+  bool created = false;
+  Connection* cid = shard.cids->find_or_insert(hash, dcid_of(m, meta), meta.dcid_len, now, created);
+  if (cid == nullptr) return Tracked::kUntracked;
+  const FrameTuple seen(m, meta);
+  Tracked outcome = Tracked::kKnown;
+  if (created || !seen.matches(cid->tuple)) [[unlikely]]
+    outcome = track_connection_change(shard, cid, created, seen, m, meta, now);
+  if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) [[unlikely]]
+    refresh_connection(shard, cid, now);
   cid->last_seen_tsc = now;
   ++cid->packets;
   cid->bytes += m->pkt_len;
