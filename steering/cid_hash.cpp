@@ -42,7 +42,7 @@ inline void load_block(const std::uint8_t* p, std::size_t count, std::size_t rea
                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(kOnes + 16 - count)));
   } else {
     alignas(16) std::uint8_t tmp[16] = {};
-    std::memcpy(tmp, p, count);
+    if (count != 0) std::memcpy(tmp, p, count);  // p may be null with nothing to read
     v = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
   }
   v = _mm_or_si128(v, _mm_slli_si128(_mm_cvtsi32_si128(top), 15));
@@ -51,7 +51,7 @@ inline void load_block(const std::uint8_t* p, std::size_t count, std::size_t rea
 #else
   (void)readable;
   std::uint8_t tmp[16] = {};
-  std::memcpy(tmp, p, count);
+  if (count != 0) std::memcpy(tmp, p, count);
   tmp[15] |= top;
   for (std::size_t i = 0; i < 16; ++i) out[i] = std::uint8_t(tmp[i] ^ (chain != nullptr ? chain[i] : 0));
 #endif
