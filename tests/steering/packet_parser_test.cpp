@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -179,6 +181,70 @@ TEST_F(Fixtures, EveryTruncationHasItsExactVerdict) {
     }
     EXPECT_EQ(field_start, bytes.size());
   }
+}
+
+// Every field of a parse, for comparing two parses whole.
+std::string fields_of(const ParsedPacket& p) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "verdict %d reason %d ip %u proto %u frag %d from_port %d form %d type %d opens %d "
+                "dcid %u@%u scid %u@%u l3 %u l4 %u quic %u ports %u>%u version %08x",
+                int(p.verdict), int(p.reason), p.ip_version, p.ip_proto, p.fragment, p.from_quic_port,
+                int(p.form), int(p.type), p.opens_connection, p.dcid_len, p.dcid_offset, p.scid_len,
+                p.scid_offset, p.l3_offset, p.l4_offset, p.quic_offset, p.src_port, p.dst_port,
+                p.version);
+  return text;
+}
+
+// parse_packet takes parse_plain_udp's fixed offsets for the common frame
+// and parse_layers for the rest: the two must judge every frame the plain
+// path accepts alike. Every fixture, every header octet (Ethernet to the
+// first QUIC octets) set to values that matter to some check (0, 0xff, each
+// bit flipped, one more, one less), then cut at its whole length, one octet
+// short, and at the IP header's end, with and without a longer frame_len.
+TEST(ParserPlainPath, AgreesWithTheGeneralParserOnEveryMutation) {
+  const ParserConfig config(test::fixture_steering_config());
+  unsigned plain = 0, declined = 0;
+  const auto check = [&](const std::vector<std::uint8_t>& frame, std::size_t len, std::size_t frame_len,
+                         const std::string& what) {
+    std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[len + 1]);  // +1: len may be 0
+    std::copy(frame.begin(), frame.begin() + std::ptrdiff_t(len), buf.get());
+    ParsedPacket general;
+    general = ParsedPacket{};
+    parser_detail::parse_layers(buf.get(), len, config, general, frame_len);
+    ParsedPacket probe{};
+    if (parser_detail::parse_plain_udp(buf.get(), len, config, probe)) ++plain;
+    else ++declined;
+    ParsedPacket fast;
+    parse_packet(buf.get(), len, config, fast, frame_len);
+    ASSERT_EQ(fields_of(fast), fields_of(general)) << what << " len " << len << " frame_len " << frame_len;
+  };
+  for (const auto& f : packet_fixtures()) {
+    const auto original = f.bytes();
+    const int quic = field_offset(f, "quic_first");
+    const std::size_t last = std::min(original.size(), std::size_t(quic < 0 ? 64 : quic + 8));
+    for (std::size_t at = 12; at < last; ++at) {
+      const std::uint8_t o = original[at];
+      const std::uint8_t values[] = {0x00, 0xff, std::uint8_t(o + 1), std::uint8_t(o - 1), std::uint8_t(o ^ 0x01),
+                                     std::uint8_t(o ^ 0x02), std::uint8_t(o ^ 0x04), std::uint8_t(o ^ 0x08),
+                                     std::uint8_t(o ^ 0x10), std::uint8_t(o ^ 0x20), std::uint8_t(o ^ 0x40),
+                                     std::uint8_t(o ^ 0x80)};
+      for (const std::uint8_t v : values) {
+        auto frame = original;
+        frame[at] = v;
+        const std::string what = std::string(f.name) + " octet " + std::to_string(at) + " = " + std::to_string(v);
+        for (const std::size_t len : {frame.size(), frame.size() - 1, std::min(frame.size(), std::size_t(54)),
+                                      std::min(frame.size(), std::size_t(42))}) {
+          check(frame, len, 0, what);
+          check(frame, len, frame.size() + 100, what);
+        }
+      }
+    }
+    check(original, original.size(), 0, f.name);
+  }
+  // Both paths were taken: the comparison says something about each.
+  EXPECT_GT(plain, 1000u);
+  EXPECT_GT(declined, 1000u);
 }
 
 // Short-header DCID lengths per codepoint: configured length, self-encoded
