@@ -229,7 +229,10 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
       const SteerMeta& meta = *steer_meta(b[i]);
       const auto* frame = rte_pktmbuf_mtod(b[i], const char*);
       rte_prefetch0(frame);
-      if (meta.dcid_offset + meta.dcid_len > RTE_CACHE_LINE_MIN_SIZE) rte_prefetch0(frame + RTE_CACHE_LINE_MIN_SIZE);
+      // The line the DCID ends on, when it is the next one; otherwise the
+      // first line again (a select, not a branch on the header's length).
+      const unsigned second = meta.dcid_offset + meta.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
+      rte_prefetch0(frame + second);
     }
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);

@@ -146,7 +146,17 @@ inline std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned
   };
   std::uint64_t h = seed ^ (0x9e3779b97f4a7c15ull * (len + 1));
   std::uint64_t last = 0;
-  if (len >= 8) {
+  if (len >= 8 && len <= 24) {
+    // The usual lengths (QUIC v1 caps CIDs at 20), without a branch on the
+    // length: CID lengths are as mixed as the connections in a burst, and a
+    // loop whose trip count follows them mispredicts about a third of the
+    // time. Three words cover any length up to 24; below 17 the middle one
+    // is the first again, which costs a multiply and saves the branch.
+    const unsigned mid = len > 16 ? 8 : 0;
+    h = mix(h ^ word(0), 0xa0761d6478bd642full);
+    h = mix(h ^ word(mid), 0xa0761d6478bd642full);
+    last = word(len - 8);
+  } else if (len >= 8) {
     for (unsigned i = 0; i + 8 < len; i += 8) h = mix(h ^ word(i), 0xa0761d6478bd642full);
     last = word(len - 8);
   } else if (len >= 4) {
@@ -171,8 +181,10 @@ inline bool same_cid(const std::uint8_t* a, const std::uint8_t* b, unsigned len)
   auto word = [](const std::uint8_t* p) { std::uint64_t v; std::memcpy(&v, p, 8); return v; };
   auto half = [](const std::uint8_t* p) { std::uint32_t v; std::memcpy(&v, p, 4); return v; };
   if (len >= 8) {
-    const bool ends = word(a) == word(b) && word(a + len - 8) == word(b + len - 8);
-    return len <= 16 ? ends : ends && word(a + 8) == word(b + 8);
+    // Branch-free over the three words, for the reason hash_cid gives; below
+    // 17 octets the middle word is the first one again.
+    const unsigned mid = len > 16 ? 8 : 0;
+    return ((word(a) ^ word(b)) | (word(a + mid) ^ word(b + mid)) | (word(a + len - 8) ^ word(b + len - 8))) == 0;
   }
   if (len >= 4) return half(a) == half(b) && half(a + len - 4) == half(b + len - 4);
   for (unsigned i = 0; i < len; ++i)
