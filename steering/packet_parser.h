@@ -325,7 +325,9 @@ inline void parse_quic(const std::uint8_t* __restrict data, std::size_t begin, s
     return;
   }
   const bool frame_short = (frame_len > len ? frame_len : len) < ip_end;
-  const std::size_t bound = frame_short ? len : ip_end;
+  // Fields are read below min(len, ip_end) even when the frame is whole: the
+  // rest of a multi-segment frame is not in this buffer.
+  const std::size_t bound = len < ip_end ? len : ip_end;
   const auto finish = [&](Verdict v) {
     r.verdict = v;
     if (frame_short) {

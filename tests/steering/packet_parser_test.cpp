@@ -247,6 +247,35 @@ TEST(ParserPlainPath, AgreesWithTheGeneralParserOnEveryMutation) {
   EXPECT_GT(declined, 1000u);
 }
 
+// A multi-segment frame is parsed on its first segment with frame_len its
+// whole length: every cut of every fixture, as a first segment of the whole
+// frame, is judged on the octets it holds (the cut's own verdict), except
+// that a payload beyond the cut is not missing. Each cut lives in a heap
+// buffer of exactly its size: a read past the segment is an ASan error, and
+// before the fix that this test came with, the QUIC header was read up to
+// the IP packet's end rather than the segment's.
+TEST(ParserMultiSegment, EveryCutIsJudgedOnItsFirstSegment) {
+  const ParserConfig config(test::fixture_steering_config());
+  for (const auto& f : packet_fixtures()) {
+    const auto bytes = f.bytes();
+    std::size_t field_start = 0;
+    for (const auto& fld : f.fields) {
+      const std::size_t field_end = field_start + std::string(fld.hex).size() / 2;
+      for (std::size_t cut = field_start; cut < field_end; ++cut) {
+        std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[cut]);
+        std::copy(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut), buf.get());
+        ParsedPacket p;
+        parse_packet(buf.get(), cut, config, p, bytes.size());
+        const std::string want =
+            std::string(fld.cut_outcome) == "malformed:truncated_payload" ? f.outcome : fld.cut_outcome;
+        ASSERT_EQ(outcome(p), want) << f.name << " first segment of " << cut << " octets (in field " << fld.name
+                                    << ")";
+      }
+      field_start = field_end;
+    }
+  }
+}
+
 // Short-header DCID lengths per codepoint: configured length, self-encoded
 // length, the reserved 0b111 (self-encoded once QUIC-LB is in use), default.
 TEST(ParserConfigTest, ShortDcidLengthByCodepoint) {
