@@ -160,27 +160,35 @@ TEST_F(Fixtures, BurstEqualsSingleFrames) {
   }
 }
 
-TEST_F(Fixtures, EveryTruncationHasItsExactVerdict) {
+// Calls fn(fixture, field, cut, frame) for every length `cut` that ends in
+// `field` of every fixture, with the fixture's first `cut` octets in a heap
+// buffer of exactly that size: any read past them is an ASan error.
+template <typename Fn>
+void for_each_cut(Fn&& fn) {
   for (const auto& f : packet_fixtures()) {
     const auto bytes = f.bytes();
     std::size_t field_start = 0;
     for (const auto& fld : f.fields) {
       const std::size_t field_end = field_start + std::string(fld.hex).size() / 2;
       for (std::size_t cut = field_start; cut < field_end; ++cut) {
-        // Exactly `cut` octets on the heap: any read past them is an ASan error.
         std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[cut]);
         std::copy(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut), buf.get());
-        const Decision d = classifier_.classify(buf.get(), cut);
-        ASSERT_EQ(outcome(d.packet), fld.cut_outcome)
-            << f.name << " cut at " << cut << " (in field " << fld.name << ")";
-        if (d.packet.verdict == Verdict::kMalformed) {
-          EXPECT_FALSE(d.resolution.routed());
-        }
+        fn(f, fld, cut, buf.get());
       }
       field_start = field_end;
     }
-    EXPECT_EQ(field_start, bytes.size());
+    EXPECT_EQ(field_start, bytes.size()) << f.name;
   }
+}
+
+TEST_F(Fixtures, EveryTruncationHasItsExactVerdict) {
+  for_each_cut([&](const PacketFixture& f, const test::FixtureField& fld, std::size_t cut, const std::uint8_t* frame) {
+    const Decision d = classifier_.classify(frame, cut);
+    EXPECT_EQ(outcome(d.packet), fld.cut_outcome) << f.name << " cut at " << cut << " (in field " << fld.name << ")";
+    if (d.packet.verdict == Verdict::kMalformed) {
+      EXPECT_FALSE(d.resolution.routed());
+    }
+  });
 }
 
 // Every field of a parse, for comparing two parses whole.
@@ -256,24 +264,13 @@ TEST(ParserPlainPath, AgreesWithTheGeneralParserOnEveryMutation) {
 // the IP packet's end rather than the segment's.
 TEST(ParserMultiSegment, EveryCutIsJudgedOnItsFirstSegment) {
   const ParserConfig config(test::fixture_steering_config());
-  for (const auto& f : packet_fixtures()) {
-    const auto bytes = f.bytes();
-    std::size_t field_start = 0;
-    for (const auto& fld : f.fields) {
-      const std::size_t field_end = field_start + std::string(fld.hex).size() / 2;
-      for (std::size_t cut = field_start; cut < field_end; ++cut) {
-        std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[cut]);
-        std::copy(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut), buf.get());
-        ParsedPacket p;
-        parse_packet(buf.get(), cut, config, p, bytes.size());
-        const std::string want =
-            std::string(fld.cut_outcome) == "malformed:truncated_payload" ? f.outcome : fld.cut_outcome;
-        ASSERT_EQ(outcome(p), want) << f.name << " first segment of " << cut << " octets (in field " << fld.name
-                                    << ")";
-      }
-      field_start = field_end;
-    }
-  }
+  for_each_cut([&](const PacketFixture& f, const test::FixtureField& fld, std::size_t cut, const std::uint8_t* frame) {
+    ParsedPacket p;
+    parse_packet(frame, cut, config, p, f.bytes().size());
+    const std::string want =
+        std::string(fld.cut_outcome) == "malformed:truncated_payload" ? f.outcome : fld.cut_outcome;
+    EXPECT_EQ(outcome(p), want) << f.name << " first segment of " << cut << " octets (in field " << fld.name << ")";
+  });
 }
 
 // Short-header DCID lengths per codepoint: configured length, self-encoded
