@@ -190,18 +190,29 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
   return outcome;
 }
 
-inline void count_tracked(OwnerStats& s, Tracked outcome) {
-  switch (outcome) {
-    case Tracked::kNew: s.connections.add(); s.cids.add(); break;
-    case Tracked::kNewCid: s.cids.add(); break;
-    case Tracked::kMigrated: s.migrations.add(); break;
-    case Tracked::kNewCidMigrated: s.cids.add(); s.migrations.add(); break;
-    case Tracked::kUntracked: s.connections_untracked.add(); break;
-    case Tracked::kUntrackedLongDcid: s.connections_untracked_long_dcid.add(); break;
-    case Tracked::kKnown:
-    case Tracked::kNotQuic: break;
-  }
+inline constexpr unsigned kTrackedKinds = unsigned(Tracked::kUntrackedLongDcid) + 1;
+
+// A burst's outcomes, tallied per packet by index (no branch on the outcome)
+// and added to the counters once per burst.
+inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds]) {
+  const unsigned new_connections = tally[unsigned(Tracked::kNew)];
+  const unsigned new_cids = new_connections + tally[unsigned(Tracked::kNewCid)] +
+                            tally[unsigned(Tracked::kNewCidMigrated)];
+  const unsigned migrations = tally[unsigned(Tracked::kMigrated)] + tally[unsigned(Tracked::kNewCidMigrated)];
+  if (new_connections) s.connections.add(new_connections);
+  if (new_cids) s.cids.add(new_cids);
+  if (migrations) s.migrations.add(migrations);
+  if (tally[unsigned(Tracked::kUntracked)]) s.connections_untracked.add(tally[unsigned(Tracked::kUntracked)]);
+  if (tally[unsigned(Tracked::kUntrackedLongDcid)])
+    s.connections_untracked_long_dcid.add(tally[unsigned(Tracked::kUntrackedLongDcid)]);
 }
+
+// Where a burst's mbufs were last touched, which decides what is worth
+// prefetching before the table work.
+enum class BurstLines : std::uint8_t {
+  kCold,  // from a ring: another lcore wrote them
+  kWarm,  // classified by this lcore a moment ago: headers and DCID in its L1
+};
 
 // The connection stage of one burst, then `act(m, meta)` on each packet in
 // order. Three passes, so that the cache misses of each pass overlap instead
@@ -214,25 +225,30 @@ inline void count_tracked(OwnerStats& s, Tracked outcome) {
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
+// A warm burst (BurstLines::kWarm) skips the first two: the classifier has
+// just read those lines on this lcore.
 template <typename Act>
 inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, unsigned n, std::uint64_t now,
-                                 OwnerStats& stats, Act&& act) {
+                                 OwnerStats& stats, BurstLines lines, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   for (unsigned base = 0; base < n; base += kMaxStageBurst) {
     const unsigned k = n - base < kMaxStageBurst ? n - base : kMaxStageBurst;
     rte_mbuf* const* b = pkts + base;
-    for (unsigned i = 0; i < k; ++i) {
-      rte_prefetch0(b[i]);
-    }
-    for (unsigned i = 0; i < k; ++i) {
-      const SteerMeta& meta = *steer_meta(b[i]);
-      const auto* frame = rte_pktmbuf_mtod(b[i], const char*);
-      rte_prefetch0(frame);
-      // The line the DCID ends on, when it is the next one; otherwise the
-      // first line again (a select, not a branch on the header's length).
-      const unsigned second = meta.dcid_offset + meta.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
-      rte_prefetch0(frame + second);
+    if (lines == BurstLines::kCold) {
+      for (unsigned i = 0; i < k; ++i) {
+        rte_prefetch0(b[i]);
+      }
+      for (unsigned i = 0; i < k; ++i) {
+        const SteerMeta& meta = *steer_meta(b[i]);
+        const auto* frame = rte_pktmbuf_mtod(b[i], const char*);
+        rte_prefetch0(frame);
+        // The line the DCID ends on, when it is the next one; otherwise the
+        // first line again (a select, not a branch on the header's length).
+        const unsigned second =
+            meta.dcid_offset + meta.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
+        rte_prefetch0(frame + second);
+      }
     }
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
@@ -244,11 +260,13 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     // Counted before `act`: a TX refusal inside it takes its packets back
     // out of processed (they are tx_full drops), and must find them counted.
     stats.processed.add(k);
+    unsigned tally[kTrackedKinds] = {};
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
-      count_tracked(stats, track_connection(shard, hash[i], b[i], meta, now));
+      ++tally[unsigned(track_connection(shard, hash[i], b[i], meta, now))];
       act(b[i], meta);
     }
+    count_tracked(stats, tally);
   }
 }
 

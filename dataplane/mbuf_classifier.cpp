@@ -21,12 +21,13 @@ void MbufClassifier::use_tables(ForwardingTables* tables) { impl_->classifier.us
 
 void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
                               std::uint32_t now_ms, RouteCounts& counts) const {
-  const std::uint8_t* frames[kMaxBurst] = {};
-  std::uint16_t lens[kMaxBurst] = {};
-  std::uint32_t frame_lens[kMaxBurst] = {};
   // classify_burst writes each of the n decisions whole before it reads one,
-  // so they are left uninitialised: a burst's worth of default-constructed
-  // decisions is a 1 KB memset per burst.
+  // and reads only the n frames filled below, so none of these is
+  // initialised: a burst's worth of default-constructed decisions is a 1 KB
+  // memset per burst.
+  const std::uint8_t* frames[kMaxBurst];
+  std::uint16_t lens[kMaxBurst];
+  std::uint32_t frame_lens[kMaxBurst];
   union Scratch {
     Scratch() {}
     Decision at[kMaxBurst];
@@ -44,26 +45,25 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     lens[i] = rte_pktmbuf_data_len(pkts[i]);
     frame_lens[i] = rte_pktmbuf_pkt_len(pkts[i]);
   }
+  // GCC cannot see that only the n entries written above are read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
   impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn);
+#pragma GCC diagnostic pop
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = decisions.at[i].packet;
     owner[i] = decisions.at[i].resolution.owner_index;
     ++counts.by_method[static_cast<unsigned>(decisions.at[i].resolution.how)];
-    switch (p.verdict) {
-      case Verdict::kQuic: cls[i] = RxClass::kQuic; break;
-      case Verdict::kNotQuic: cls[i] = RxClass::kNotQuic; break;
-      case Verdict::kNotUdp: cls[i] = RxClass::kNotUdp; break;
-      case Verdict::kMalformed: cls[i] = RxClass::kMalformed; break;
-    }
-    SteerMeta& meta = *steer_meta(pkts[i]);
-    meta.l3_offset = p.l3_offset;
-    meta.l4_offset = p.l4_offset;
-    meta.dcid_offset = p.dcid_offset;
-    meta.dcid_len = p.dcid_len;
-    meta.flags = std::uint8_t((p.ip_version == 6 ? kSteerMetaIpv6 : 0) |
-                              (p.verdict == Verdict::kQuic && p.dcid_len > 0 ? kSteerMetaQuic : 0) |
-                              (p.opens_connection ? kSteerMetaOpensConnection : 0) |
-                              (p.form == QuicForm::kLong ? kSteerMetaLongHeader : 0));
+    cls[i] = RxClass(p.verdict);
+    // One 8-octet store of the whole record, its flags from compares
+    // rather than branches (the verdict, family and form follow the
+    // traffic's mix).
+    *steer_meta(pkts[i]) = SteerMeta{
+        p.l3_offset, p.l4_offset, p.dcid_offset, p.dcid_len,
+        std::uint8_t(unsigned(p.ip_version == 6) * kSteerMetaIpv6 |
+                     unsigned(p.verdict == Verdict::kQuic && p.dcid_len > 0) * kSteerMetaQuic |
+                     unsigned(p.opens_connection) * kSteerMetaOpensConnection |
+                     unsigned(p.form == QuicForm::kLong) * kSteerMetaLongHeader)};
   }
 }
 

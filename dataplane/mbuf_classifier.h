@@ -8,6 +8,7 @@
 
 #include "steering/forwarding_rules.h"
 #include "steering/owner_resolver.h"  // kNoOwner
+#include "steering/packet_parser.h"   // Verdict
 #include "steering/steering_config.h"
 
 struct rte_mbuf;
@@ -17,6 +18,12 @@ namespace qs {
 inline constexpr unsigned kMaxOwners = 64;
 
 enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed };
+inline constexpr unsigned kRxClasses = unsigned(RxClass::kMalformed) + 1;
+// A verdict is its class: the receive loop converts one to the other with a cast.
+static_assert(unsigned(RxClass::kQuic) == unsigned(Verdict::kQuic) &&
+              unsigned(RxClass::kNotQuic) == unsigned(Verdict::kNotQuic) &&
+              unsigned(RxClass::kNotUdp) == unsigned(Verdict::kNotUdp) &&
+              unsigned(RxClass::kMalformed) == unsigned(Verdict::kMalformed));
 
 // What classifying a burst counted: packets by the rule that routed them
 // (ResolveMethod), and what the forwarding tables learned.

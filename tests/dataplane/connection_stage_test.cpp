@@ -216,7 +216,9 @@ class ConnectionStageTest : public ::testing::Test {
     std::size_t next = 0;
     for (std::size_t k = 0; next < pkts_.size(); ++k) {
       const unsigned n = unsigned(std::min<std::size_t>(sizes[k % sizes.size()], pkts_.size() - next));
+      // Cold and warm bursts alternate: they differ in prefetching only.
       run_connection_burst(shard, pkts_.data() + next, n, 1000 + k, stats,
+                           k % 2 ? BurstLines::kCold : BurstLines::kWarm,
                            [&](rte_mbuf* m, const SteerMeta&) { seen.push_back(m); });
       next += n;
     }
