@@ -293,6 +293,52 @@ TEST_F(Rules, ABurstLearnsInArrivalOrder) {
   for (const auto& d : out) EXPECT_EQ(d.resolution.owner_index, owner);
 }
 
+// The same when the first Initial's client-chosen DCID happens to start with
+// an encrypted QUIC-LB config's codepoint (one in eight random DCIDs does):
+// the burst tries that config's decode first, fails, and must still resolve
+// the Initial before the packets that depend on it.
+TEST(RulesBurst, AFailedDecodeKeepsItsPlaceInArrivalOrder) {
+  SteeringConfig config = two_owners(true);
+  QuicLbConfig lb;
+  lb.config_id = 0;
+  lb.server_id_len = 2;
+  lb.nonce_len = 14;
+  lb.key = std::array<std::uint8_t, 16>{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7};
+  config.quic_lb = {lb};
+  config.server_routes = {ServerRoute{{0x00, 0x01}, 1}};
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier classifier(config);
+  classifier.use_tables(&tables);
+  const PacketClassifier plain(two_owners(false));
+  std::mt19937_64 rng(3);
+  const Tuple t;
+  Bytes odcid = cid_of(rng, 17);
+  odcid[0] &= 0x1f;  // codepoint 0: the encrypted config's
+  const Bytes scid = cid_of(rng, 8);
+  const std::uint16_t owner = plain.resolver().fallback_owner_for_dcid(odcid.data(), odcid.size());
+  Bytes server_cid;
+  do {
+    server_cid = cid_of(rng, 8);
+    server_cid[0] = std::uint8_t(0x20 | (server_cid[0] & 0x1f));  // codepoint 1: no config
+  } while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == owner);
+  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
+                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
+                                     short_packet(t, server_cid)};
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+  for (const auto& f : frames) {
+    ptrs.push_back(f.data());
+    lens.push_back(std::uint16_t(f.size()));
+  }
+  Decision out[3];
+  LearnCounts counts;
+  classifier.classify_burst(ptrs.data(), lens.data(), 3, out, nullptr, 0, &counts);
+  ASSERT_EQ(out[0].resolution.how, ResolveMethod::kFallbackDcid) << "the random DCID decodes to no listed server";
+  EXPECT_EQ(out[1].resolution.how, ResolveMethod::kLearnedSetup);
+  EXPECT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
+  for (const auto& d : out) EXPECT_EQ(d.resolution.owner_index, owner);
+}
+
 // A full established table refuses new entries (counted) and the packets
 // that needed them are hashed; established connections keep their routes.
 TEST(RulesFull, AFullTableFallsBackToTheHashAndKeepsWhatItHas) {
