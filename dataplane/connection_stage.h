@@ -58,10 +58,9 @@ struct FrameTuple {
   const std::uint8_t* udp;
   bool ipv6;
 
-  FrameTuple(rte_mbuf* m, const SteerMeta& meta)
-      : l3(rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l3_offset)),
-        udp(rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.l4_offset)),
-        ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
+  FrameTuple(const std::uint8_t* frame, const SteerMeta& meta)
+      : l3(frame + meta.l3_offset), udp(frame + meta.l4_offset), ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
+  FrameTuple(rte_mbuf* m, const SteerMeta& meta) : FrameTuple(rte_pktmbuf_mtod(m, const std::uint8_t*), meta) {}
 
   // Equal to what copy_to() would write: an IPv4 tuple's address octets past
   // the fourth are always zero there, so they need no compare.
@@ -170,15 +169,17 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
 }
 
 // `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
-// the packet is not QUIC).
+// the packet is not QUIC); `frame` is m's data (rte_pktmbuf_mtod), which the
+// burst loop has already located.
 [[gnu::always_inline]] inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m,
-                                                       const SteerMeta& meta, std::uint64_t now) {
+                                                       const std::uint8_t* frame, const SteerMeta& meta,
+                                                       std::uint64_t now) {
   if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
   if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
   bool created = false;
-  Connection* cid = shard.cids->find_or_insert(hash, dcid_of(m, meta), meta.dcid_len, now, created);
+  Connection* cid = shard.cids->find_or_insert(hash, frame + meta.dcid_offset, meta.dcid_len, now, created);
   if (cid == nullptr) return Tracked::kUntracked;
-  const FrameTuple seen(m, meta);
+  const FrameTuple seen(frame, meta);
   Tracked outcome = Tracked::kKnown;
   if (created || !seen.matches(cid->tuple)) [[unlikely]]
     outcome = track_connection_change(shard, cid, created, seen, m, meta, now);
@@ -232,6 +233,7 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
                                  OwnerStats& stats, BurstLines lines, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
+  const std::uint8_t* frame[kMaxStageBurst];
   for (unsigned base = 0; base < n; base += kMaxStageBurst) {
     const unsigned k = n - base < kMaxStageBurst ? n - base : kMaxStageBurst;
     rte_mbuf* const* b = pkts + base;
@@ -250,11 +252,14 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
         rte_prefetch0(frame + second);
       }
     }
+    // Each frame is located once (buf_addr + data_off) and kept for the
+    // bookkeeping below.
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
+      frame[i] = rte_pktmbuf_mtod(b[i], const std::uint8_t*);
       hash[i] = 0;
       if (!(meta.flags & kSteerMetaQuic)) continue;
-      hash[i] = ConnectionTable::hash_cid(dcid_of(b[i], meta), meta.dcid_len, shard.seed);
+      hash[i] = ConnectionTable::hash_cid(frame[i] + meta.dcid_offset, meta.dcid_len, shard.seed);
       shard.cids->prefetch(hash[i]);
     }
     // Counted before `act`: a TX refusal inside it takes its packets back
@@ -263,7 +268,7 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     unsigned tally[kTrackedKinds] = {};
     for (unsigned i = 0; i < k; ++i) {
       const SteerMeta& meta = *steer_meta(b[i]);
-      ++tally[unsigned(track_connection(shard, hash[i], b[i], meta, now))];
+      ++tally[unsigned(track_connection(shard, hash[i], b[i], frame[i], meta, now))];
       act(b[i], meta);
     }
     count_tracked(stats, tally);
