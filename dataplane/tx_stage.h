@@ -36,11 +36,13 @@ class TxStage {
   bool has_room() const { return count_ <= burst_; }
 
   // Appends one packet. Returns true when a whole burst is waiting, which is
-  // when the caller should offer it to the TX queue.
+  // when the caller should offer it to the TX queue: at one burst, and at two
+  // if the queue refused the first (the stage never holds more, see above).
+  // Compares, not count_ % burst_: a division per packet.
   bool add(Packet p) {
     assert(count_ < kCapacity);
     packets_[count_++] = p;
-    return count_ % burst_ == 0;
+    return count_ == burst_ || count_ == 2 * burst_;
   }
 
   // Offers every waiting packet to tx(packets, n), which returns how many of

@@ -26,6 +26,12 @@ TEST(TxStage, AddSignalsEachWholeBurst) {
   EXPECT_FALSE(s.add(2));
   EXPECT_TRUE(s.add(3));
   EXPECT_EQ(s.count(), 4u);
+  // Not sent (a refused burst stays): the next signal is at two bursts, not
+  // at every packet in between.
+  EXPECT_FALSE(s.add(4));
+  EXPECT_FALSE(s.add(5));
+  EXPECT_FALSE(s.add(6));
+  EXPECT_TRUE(s.add(7));
 }
 
 TEST(TxStage, WhatTheQueueRefusesStaysInOrderAndGoesFirst) {
