@@ -330,17 +330,30 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   std::uint16_t owner[kMaxBurst];
   RxClass cls[kMaxBurst];
   RouteCounts routes;
-  c.classifier->load(std::memory_order_acquire)->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
+  const bool one_owner = c.classifier->load(std::memory_order_acquire)
+                             ->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
   count_routes(q.stats, routes);
+  const unsigned malformed = routes.by_class[unsigned(RxClass::kMalformed)];
+  const unsigned not_udp = routes.by_class[unsigned(RxClass::kNotUdp)];
+  const unsigned not_quic = routes.by_class[unsigned(RxClass::kNotQuic)];
+  const unsigned kept = n - malformed - not_udp;
+  if (malformed) count_drop(q.stats.drops, DropReason::kMalformed, malformed);
+  if (not_udp) count_drop(q.stats.drops, DropReason::kNotUdp, not_udp);
+  if (not_quic) q.stats.not_quic.add(not_quic);
+
+  // A burst whose packets all go to one owner, none dropped, is that owner's
+  // group as it stands: where the NIC already delivers connections to their
+  // owners' queues (a flow rule on the CID's server id), nearly every burst
+  // is one.
+  if (kept == n && one_owner) {
+    deliver(c, q, owner[0], pkts, n, now);
+    return n + work;
+  }
 
   // Stable counting sort by owner: each owner's packets stay in arrival order.
-  // Packets are counted by class through a table rather than a switch, whose
-  // branch would follow the traffic's mix.
   const unsigned owners = unsigned(c.out_rings.size());
   unsigned count[kMaxOwners + 1] = {};
-  unsigned by_class[kRxClasses] = {};
   for (unsigned i = 0; i < n; ++i) {
-    ++by_class[unsigned(cls[i])];
     if (cls[i] >= RxClass::kNotUdp) [[unlikely]] {
       owner[i] = kNoOwner;
       rte_pktmbuf_free(pkts[i]);
@@ -348,23 +361,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
     }
     ++count[owner[i] + 1];
   }
-  const unsigned malformed = by_class[unsigned(RxClass::kMalformed)];
-  const unsigned not_udp = by_class[unsigned(RxClass::kNotUdp)];
-  const unsigned not_quic = by_class[unsigned(RxClass::kNotQuic)];
-  const unsigned kept = n - malformed - not_udp;
-  if (malformed) count_drop(q.stats.drops, DropReason::kMalformed, malformed);
-  if (not_udp) count_drop(q.stats.drops, DropReason::kNotUdp, not_udp);
-  if (not_quic) q.stats.not_quic.add(not_quic);
   if (kept == 0) return n;
-
-  // A burst whose packets all go to one owner (each with nothing dropped) is
-  // that owner's group as it stands: where the NIC already delivers
-  // connections to their owners' queues (a flow rule on the CID's server id),
-  // nearly every burst is one.
-  if (kept == n && count[owner[0] + 1] == n) {
-    deliver(c, q, owner[0], pkts, n, now);
-    return n + work;
-  }
 
   unsigned start[kMaxOwners + 1];
   start[0] = 0;

@@ -19,7 +19,7 @@ MbufClassifier::~MbufClassifier() = default;
 
 void MbufClassifier::use_tables(ForwardingTables* tables) { impl_->classifier.use_tables(tables); }
 
-void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
+bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
                               std::uint32_t now_ms, RouteCounts& counts) const {
   // classify_burst writes each of the n decisions whole before it reads one,
   // and reads only the n frames filled below, so none of these is
@@ -50,11 +50,16 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
   impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn);
 #pragma GCC diagnostic pop
+  if (n == 0) return true;
+  const std::uint16_t first_owner = decisions.at[0].resolution.owner_index;
+  unsigned other_owners = 0;
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = decisions.at[i].packet;
     owner[i] = decisions.at[i].resolution.owner_index;
+    other_owners |= unsigned(owner[i] ^ first_owner);
     ++counts.by_method[static_cast<unsigned>(decisions.at[i].resolution.how)];
     cls[i] = RxClass(p.verdict);
+    ++counts.by_class[unsigned(cls[i])];
     // One 8-octet store of the whole record, its flags from compares
     // rather than branches (the verdict, family and form follow the
     // traffic's mix).
@@ -65,6 +70,7 @@ void MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
                      unsigned(p.opens_connection) * kSteerMetaOpensConnection |
                      unsigned(p.form == QuicForm::kLong) * kSteerMetaLongHeader)};
   }
+  return other_owners == 0;
 }
 
 }  // namespace qs

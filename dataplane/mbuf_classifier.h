@@ -25,9 +25,10 @@ static_assert(unsigned(RxClass::kQuic) == unsigned(Verdict::kQuic) &&
               unsigned(RxClass::kNotUdp) == unsigned(Verdict::kNotUdp) &&
               unsigned(RxClass::kMalformed) == unsigned(Verdict::kMalformed));
 
-// What classifying a burst counted: packets by the rule that routed them
-// (ResolveMethod), and what the forwarding tables learned.
+// What classifying a burst counted: packets by class and by the rule that
+// routed them (ResolveMethod), and what the forwarding tables learned.
 struct RouteCounts {
+  std::uint32_t by_class[kRxClasses] = {};
   std::uint32_t by_method[kResolveMethods] = {};
   LearnCounts learn;
 };
@@ -43,7 +44,10 @@ class MbufClassifier {
   void use_tables(ForwardingTables* tables);
 
   // now_ms ages the forwarding tables' entries; `counts` is added to.
-  void classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
+  // Returns whether every packet of the burst has owner[0] for its owner
+  // (true for an empty burst): the receive loop then hands the burst over
+  // whole, without grouping it.
+  bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
                 std::uint32_t now_ms, RouteCounts& counts) const;
 
  private:
