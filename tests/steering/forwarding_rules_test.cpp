@@ -179,6 +179,24 @@ Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
   return c;
 }
 
+// A connection's first Initial (odcid), its Handshake to the server's CID
+// and a short header, classified in one burst.
+std::vector<Decision> handshake_in_one_burst(const PacketClassifier& classifier, const Tuple& t, const Bytes& odcid,
+                                             const Bytes& scid, const Bytes& server_cid, LearnCounts& counts) {
+  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
+                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
+                                     short_packet(t, server_cid)};
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::uint16_t> lens;
+  for (const auto& f : frames) {
+    ptrs.push_back(f.data());
+    lens.push_back(std::uint16_t(f.size()));
+  }
+  std::vector<Decision> out(frames.size());
+  classifier.classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), out.data(), nullptr, 0, &counts);
+  return out;
+}
+
 class Rules : public ::testing::Test {
  protected:
   Rules() : config_(two_owners(true)), tables_(config_.forwarding, config_.fallback_key), classifier_(config_), plain_(two_owners(false)) {
@@ -276,17 +294,7 @@ TEST_F(Rules, ABurstLearnsInArrivalOrder) {
   const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
   const std::uint16_t owner = hashed(odcid);
   const Bytes server_cid = cid_hashed_to(owner, false);
-  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
-                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
-                                     short_packet(t, server_cid)};
-  std::vector<const std::uint8_t*> ptrs;
-  std::vector<std::uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(std::uint16_t(f.size()));
-  }
-  Decision out[3];
-  classifier_.classify_burst(ptrs.data(), lens.data(), 3, out, nullptr, 0, &counts_);
+  const std::vector<Decision> out = handshake_in_one_burst(classifier_, t, odcid, scid, server_cid, counts_);
   EXPECT_EQ(out[0].resolution.how, ResolveMethod::kFallbackDcid);
   EXPECT_EQ(out[1].resolution.how, ResolveMethod::kLearnedSetup);
   EXPECT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
@@ -321,18 +329,8 @@ TEST(RulesBurst, AFailedDecodeKeepsItsPlaceInArrivalOrder) {
     server_cid = cid_of(rng, 8);
     server_cid[0] = std::uint8_t(0x20 | (server_cid[0] & 0x1f));  // codepoint 1: no config
   } while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == owner);
-  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
-                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
-                                     short_packet(t, server_cid)};
-  std::vector<const std::uint8_t*> ptrs;
-  std::vector<std::uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(std::uint16_t(f.size()));
-  }
-  Decision out[3];
   LearnCounts counts;
-  classifier.classify_burst(ptrs.data(), lens.data(), 3, out, nullptr, 0, &counts);
+  const std::vector<Decision> out = handshake_in_one_burst(classifier, t, odcid, scid, server_cid, counts);
   ASSERT_EQ(out[0].resolution.how, ResolveMethod::kFallbackDcid) << "the random DCID decodes to no listed server";
   EXPECT_EQ(out[1].resolution.how, ResolveMethod::kLearnedSetup);
   EXPECT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
