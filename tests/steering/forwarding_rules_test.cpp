@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "steering/packet_classifier.h"
+#include "tests/steering/classify_burst.h"
 #include "tests/traffic/frame.h"
 #include "tests/traffic/quic_wire.h"
 
@@ -183,18 +184,11 @@ Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
 // and a short header, classified in one burst.
 std::vector<Decision> handshake_in_one_burst(const PacketClassifier& classifier, const Tuple& t, const Bytes& odcid,
                                              const Bytes& scid, const Bytes& server_cid, LearnCounts& counts) {
-  const std::vector<Bytes> frames = {long_packet(t, traffic::LongType::kInitial, odcid, scid),
-                                     long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
-                                     short_packet(t, server_cid)};
-  std::vector<const std::uint8_t*> ptrs;
-  std::vector<std::uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(std::uint16_t(f.size()));
-  }
-  std::vector<Decision> out(frames.size());
-  classifier.classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), out.data(), nullptr, 0, &counts);
-  return out;
+  return test::classify_as_burst(classifier,
+                                {long_packet(t, traffic::LongType::kInitial, odcid, scid),
+                                 long_packet(t, traffic::LongType::kHandshake, server_cid, scid),
+                                 short_packet(t, server_cid)},
+                                0, &counts);
 }
 
 class Rules : public ::testing::Test {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "steering/packet_classifier.h"
+#include "tests/steering/classify_burst.h"
 #include "tests/steering/hex.h"
 #include "tests/steering/packet_fixtures.h"
 
@@ -329,14 +330,7 @@ TEST(OwnerResolverMode, FourTupleIgnoresTheDcidCidFollowsIt) {
     tuple_owners.insert(t.resolution.owner_index);
   }
   EXPECT_GT(tuple_owners.size(), 1u);
-  std::vector<const std::uint8_t*> ptrs;
-  std::vector<std::uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(std::uint16_t(f.size()));
-  }
-  std::vector<Decision> burst(frames.size());
-  by_tuple.classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), burst.data());
+  const std::vector<Decision> burst = test::classify_as_burst(by_tuple, frames);
   for (std::size_t i = 0; i < frames.size(); ++i) {
     EXPECT_EQ(burst[i].resolution.how, ResolveMethod::kFallbackTuple);
     EXPECT_EQ(burst[i].resolution.owner_index,

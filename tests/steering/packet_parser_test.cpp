@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "steering/packet_classifier.h"
+#include "tests/steering/classify_burst.h"
 #include "tests/steering/hex.h"
 #include "tests/steering/packet_fixtures.h"
 
@@ -141,17 +142,10 @@ TEST_F(Fixtures, BurstEqualsSingleFrames) {
   std::vector<std::vector<std::uint8_t>> frames;
   for (int round = 0; round < 3; ++round)  // > one 64-frame chunk
     for (const auto& f : packet_fixtures()) frames.push_back(f.bytes());
-  std::vector<const std::uint8_t*> ptrs;
-  std::vector<std::uint16_t> lens;
-  for (const auto& fr : frames) {
-    ptrs.push_back(fr.data());
-    lens.push_back(std::uint16_t(fr.size()));
-  }
   for (const PacketClassifier* c : {&classifier_, &openssl}) {
-    std::vector<Decision> out(frames.size());
-    c->classify_burst(ptrs.data(), lens.data(), unsigned(frames.size()), out.data());
+    const std::vector<Decision> out = test::classify_as_burst(*c, frames);
     for (std::size_t i = 0; i < frames.size(); ++i) {
-      const Decision one = classifier_.classify(ptrs[i], lens[i]);
+      const Decision one = classifier_.classify(frames[i].data(), frames[i].size());
       EXPECT_EQ(out[i].packet.verdict, one.packet.verdict) << i;
       EXPECT_EQ(out[i].packet.dcid_offset, one.packet.dcid_offset) << i;
       EXPECT_EQ(out[i].resolution.owner_index, one.resolution.owner_index) << i;
