@@ -14,7 +14,7 @@ packages=(
   tshark                           # checks quicgen's captures decode as QUIC
   gnuplot-nox                      # the e2e benchmark's plot
   libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev libnghttp3-dev   # quicsteer-server
-  ngtcp2-client tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, captures, namespaces
+  ngtcp2-client ngtcp2-server tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, gtlsserver, captures, namespaces
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
 )
