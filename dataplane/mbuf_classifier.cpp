@@ -3,6 +3,7 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include "dataplane/lane_tally.h"
 #include "dataplane/parking_ticket.h"  // kMaxBurst
 #include "dataplane/steer_meta.h"
 #include "steering/packet_classifier.h"
@@ -53,13 +54,15 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   if (n == 0) return true;
   const std::uint16_t first_owner = decisions.at[0].resolution.owner_index;
   unsigned other_owners = 0;
+  LaneTally<kResolveMethods> by_method;
+  LaneTally<kRxClasses> by_class;
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = decisions.at[i].packet;
     owner[i] = decisions.at[i].resolution.owner_index;
     other_owners |= unsigned(owner[i] ^ first_owner);
-    ++counts.by_method[static_cast<unsigned>(decisions.at[i].resolution.how)];
+    by_method.add(unsigned(decisions.at[i].resolution.how));
     cls[i] = RxClass(p.verdict);
-    ++counts.by_class[unsigned(cls[i])];
+    by_class.add(unsigned(cls[i]));
     // One 8-octet store of the whole record, its flags from compares
     // rather than branches (the verdict, family and form follow the
     // traffic's mix).
@@ -70,6 +73,8 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
                      unsigned(p.opens_connection) * kSteerMetaOpensConnection |
                      unsigned(p.form == QuicForm::kLong) * kSteerMetaLongHeader)};
   }
+  for (unsigned m = 0; m < kResolveMethods; ++m) counts.by_method[m] += by_method[m];
+  for (unsigned k = 0; k < kRxClasses; ++k) counts.by_class[k] += by_class[k];
   return other_owners == 0;
 }
 
