@@ -128,37 +128,39 @@ class SweepPacer {
   unsigned __int128 credit_ = 0;
 };
 
-inline std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed) {
-  // Eight octets at a time through a multiply-xorshift mixer (wyhash-style
-  // folding). Keyed by `seed`; not a MAC, but enough that colliding CIDs
-  // cannot be precomputed without knowing the seed. The last word is the
-  // CID's last eight octets, overlapping the one before when the length is
-  // not a multiple of eight (the length is mixed in first, so the overlap
-  // cannot make two CIDs equal): no loop over the odd octets per packet.
-  auto mix = [](std::uint64_t a, std::uint64_t b) {
-    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
-    return std::uint64_t(r) ^ std::uint64_t(r >> 64);
-  };
-  auto word = [cid](unsigned at) {
-    std::uint64_t w;
-    std::memcpy(&w, cid + at, 8);
-    return w;
-  };
-  std::uint64_t h = seed ^ (0x9e3779b97f4a7c15ull * (len + 1));
+namespace connection_table_detail {
+// The 128-bit product's halves folded together. On x86-64 one MUL, written
+// out: from `unsigned __int128` GCC 12 passes the high half through a stack
+// slot (a store and a reload in the middle of every CID's chain of
+// multiplies).
+inline std::uint64_t hash_mix(std::uint64_t a, std::uint64_t b) {
+#if defined(__x86_64__)
+  std::uint64_t high;
+  asm("mulq %[b]" : "+a"(a), "=d"(high) : [b] "rm"(b) : "cc");
+  return a ^ high;
+#else
+  const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+  return std::uint64_t(r) ^ std::uint64_t(r >> 64);
+#endif
+}
+inline std::uint64_t hash_word(const std::uint8_t* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+inline std::uint32_t hash_finish(std::uint64_t h, std::uint64_t last) {
+  h = hash_mix(h ^ last, 0xe7037ed1a0b428dbull);
+  h = hash_mix(h, 0x8ebc6af09c88c6e3ull);
+  return std::uint32_t(h ^ (h >> 32));
+}
+// hash_cid for lengths outside 8..24. Out of line: inlined, its loop made GCC
+// keep the common path's running hash in a stack slot, a store and a reload
+// in the middle of every packet's chain of multiplies.
+[[gnu::noinline]] inline std::uint32_t hash_cid_uncommon(const std::uint8_t* cid, unsigned len, std::uint64_t h) {
   std::uint64_t last = 0;
-  if (len >= 8 && len <= 24) {
-    // The usual lengths (QUIC v1 caps CIDs at 20), without a branch on the
-    // length: CID lengths are as mixed as the connections in a burst, and a
-    // loop whose trip count follows them mispredicts about a third of the
-    // time. Three words cover any length up to 24; below 17 the middle one
-    // is the first again, which costs a multiply and saves the branch.
-    const unsigned mid = len > 16 ? 8 : 0;
-    h = mix(h ^ word(0), 0xa0761d6478bd642full);
-    h = mix(h ^ word(mid), 0xa0761d6478bd642full);
-    last = word(len - 8);
-  } else if (len >= 8) {
-    for (unsigned i = 0; i + 8 < len; i += 8) h = mix(h ^ word(i), 0xa0761d6478bd642full);
-    last = word(len - 8);
+  if (len >= 8) {
+    for (unsigned i = 0; i + 8 < len; i += 8) h = hash_mix(h ^ hash_word(cid + i), 0xa0761d6478bd642full);
+    last = hash_word(cid + len - 8);
   } else if (len >= 4) {
     std::uint32_t a, b;
     std::memcpy(&a, cid, 4);
@@ -167,9 +169,29 @@ inline std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned
   } else {
     for (unsigned i = 0; i < len; ++i) last |= std::uint64_t(cid[i]) << (8 * i);
   }
-  h = mix(h ^ last, 0xe7037ed1a0b428dbull);
-  h = mix(h, 0x8ebc6af09c88c6e3ull);
-  return std::uint32_t(h ^ (h >> 32));
+  return hash_finish(h, last);
+}
+}  // namespace connection_table_detail
+
+inline std::uint32_t ConnectionTable::hash_cid(const std::uint8_t* cid, unsigned len, std::uint64_t seed) {
+  // Eight octets at a time through a multiply-xorshift mixer (wyhash-style
+  // folding). Keyed by `seed`; not a MAC, but enough that colliding CIDs
+  // cannot be precomputed without knowing the seed. The last word is the
+  // CID's last eight octets, overlapping the one before when the length is
+  // not a multiple of eight (the length is mixed in first, so the overlap
+  // cannot make two CIDs equal): no loop over the odd octets per packet.
+  using namespace connection_table_detail;
+  const std::uint64_t h = seed ^ (0x9e3779b97f4a7c15ull * (len + 1));
+  if (len < 8 || len > 24) [[unlikely]] return hash_cid_uncommon(cid, len, h);
+  // The usual lengths (QUIC v1 caps CIDs at 20), without a branch on the
+  // length: CID lengths are as mixed as the connections in a burst, and a
+  // loop whose trip count follows them mispredicts about a third of the
+  // time. Three words cover any length up to 24; below 17 the middle one is
+  // the first again, which costs a multiply and saves the branch.
+  const unsigned mid = len > 16 ? 8 : 0;
+  const std::uint64_t h1 = hash_mix(h ^ hash_word(cid), 0xa0761d6478bd642full);
+  const std::uint64_t h2 = hash_mix(h1 ^ hash_word(cid + mid), 0xa0761d6478bd642full);
+  return hash_finish(h2, hash_word(cid + len - 8));
 }
 
 // Whether two CIDs of `len` octets (at most kMaxCidLen) are equal, with at

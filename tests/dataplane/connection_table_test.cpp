@@ -94,6 +94,19 @@ TEST(ConnectionTable, HashIsKeyedAndSpreads) {
   EXPECT_GT(buckets.size(), 950u);  // 4096 keys over 1024 buckets leave ~18 empty
 }
 
+// hash_mix is a MUL written out on x86-64: it must fold both halves of the
+// 128-bit product, as the portable form does.
+TEST(ConnectionTable, HashMixFoldsTheWholeProduct) {
+  std::mt19937_64 rng(11);
+  for (unsigned i = 0; i < 10000; ++i) {
+    const std::uint64_t a = rng(), b = i < 2 ? 0 : rng();
+    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+    ASSERT_EQ(qs::connection_table_detail::hash_mix(a, b), std::uint64_t(r) ^ std::uint64_t(r >> 64)) << a << " * " << b;
+  }
+  const std::uint64_t max = ~std::uint64_t(0);
+  EXPECT_EQ(qs::connection_table_detail::hash_mix(max, max), (max - 1) ^ 1);  // (2^64-1)^2 = 2^128 - 2^65 + 1
+}
+
 // Every octet of a CID of every length counts, in the hash and in the
 // compare, including the ones the overlapping word loads read twice. The
 // hash goes on past kMaxCidLen: it is taken before that length is checked,
