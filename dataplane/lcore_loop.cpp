@@ -146,13 +146,17 @@ void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::
     if constexpr (kAction == OwnerAction::kSink) {
       rte_pktmbuf_free(m);
     } else if constexpr (kAction == OwnerAction::kForward) {
-      stage_tx(c, *c.forward_tx, m, now);
+      tsan_release(m);  // it goes into a device from here (tsan.h)
     } else {
       reflect(m, meta);
       stage_tx(c, *c.tx_by_port[m->port], m, now);
     }
   });
   if constexpr (kAction == OwnerAction::kSink) s.sunk.add(n);
+  // Forward sends the whole burst to one TX stage, in one copy rather than
+  // an append per packet (whose count would wait on the last one's store).
+  if constexpr (kAction == OwnerAction::kForward)
+    if (c.forward_tx->stage.add_burst(pkts, n)) send_tx(c, *c.forward_tx, now);
 }
 
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now, BurstLines lines) {

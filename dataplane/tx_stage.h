@@ -45,6 +45,16 @@ class TxStage {
     return count_ == burst_ || count_ == 2 * burst_;
   }
 
+  // Appends a burst of packets at once (at most one burst: the owner checks
+  // has_room() before taking it, see above). Returns true when at least a
+  // whole burst is waiting.
+  bool add_burst(const Packet* p, unsigned n) {
+    assert(n <= burst_ && count_ + n <= kCapacity);
+    std::memcpy(packets_.data() + count_, p, n * sizeof(Packet));
+    count_ = std::uint16_t(count_ + n);
+    return count_ >= burst_;
+  }
+
   // Offers every waiting packet to tx(packets, n), which returns how many of
   // them (a prefix) the queue took. The rest stay, in order. `now` is a
   // timestamp: the stall clock restarts whenever the queue takes something.

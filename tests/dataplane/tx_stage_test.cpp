@@ -48,6 +48,30 @@ TEST(TxStage, WhatTheQueueRefusesStaysInOrderAndGoesFirst) {
   EXPECT_EQ(q.sent, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// A forwarding owner stages each burst whole: behind what a refusing queue
+// left, in order, signalling once a whole burst waits.
+TEST(TxStage, AddBurstAppendsInOrderBehindWhatWaits) {
+  TxStage<int> s(4);
+  FakeQueue q;
+  const int first[] = {0, 1, 2};
+  EXPECT_FALSE(s.add_burst(first, 3));
+  EXPECT_EQ(s.count(), 3u);
+  const int second[] = {3, 4, 5, 6};
+  TxStage<int> exact(4);
+  EXPECT_TRUE(exact.add_burst(second, 4));  // one whole burst
+  EXPECT_TRUE(s.add_burst(second, 4));
+  q.accept = 2;
+  EXPECT_EQ(s.send(std::ref(q), 100), 2u);
+  EXPECT_EQ(s.count(), 5u);
+  EXPECT_FALSE(s.has_room());
+  q.accept = ~0u;
+  EXPECT_EQ(s.send(std::ref(q), 101), 5u);
+  const int third[] = {7};
+  EXPECT_FALSE(s.add_burst(third, 1));
+  EXPECT_EQ(s.send(std::ref(q), 102), 1u);
+  EXPECT_EQ(q.sent, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
 // The owner takes a burst of work only while has_room(): one more burst then
 // always fits, so the stage never holds more than two bursts.
 TEST(TxStage, HasRoomIsFalseOncePastOneBurst) {
