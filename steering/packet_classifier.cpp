@@ -17,6 +17,13 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     // forwarding tables learn from one packet what routes the next.
     bool unrouted[kChunk] = {};
     std::uint8_t members[8][kChunk];
+    // Without tables, the unrouted DCIDs' list for the keyed hash, appended
+    // where each is found unrouted (in any order: each hash stands alone).
+    const std::uint8_t* hash_cids[kChunk];
+    std::uint8_t hash_lens[kChunk];
+    std::uint16_t hash_readable[kChunk];
+    std::uint8_t hash_at[kChunk];
+    unsigned hashes_due = 0;
     // Parse the whole chunk first, then resolve: each loop body is short
     // enough for the CPU to overlap several frames, and the resolve loop
     // reads parse results stored long before.
@@ -32,9 +39,16 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
           const unsigned cp = quic_lb_config_id(dcid[0]);
           members[cp][pending[cp]++] = std::uint8_t(i);
         } else {
-          d.resolution = resolver_.resolve_quic_lb(dcid, d.packet.dcid_len,
-                                                   lens[base + i] - d.packet.dcid_offset);
-          unrouted[i] = !d.resolution.routed();
+          const std::uint16_t readable = std::uint16_t(lens[base + i] - d.packet.dcid_offset);
+          d.resolution = resolver_.resolve_quic_lb(dcid, d.packet.dcid_len, readable);
+          const bool miss = !d.resolution.routed();
+          unrouted[i] = miss;
+          // Written whatever the outcome, kept only on a miss: no branch.
+          hash_cids[hashes_due] = dcid;
+          hash_lens[hashes_due] = d.packet.dcid_len;
+          hash_readable[hashes_due] = readable;
+          hash_at[hashes_due] = std::uint8_t(i);
+          hashes_due += miss;
         }
         continue;
       }
@@ -60,30 +74,24 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
         const std::uint16_t owner =
             ok[j] ? resolver_.owner_for_server_id_block(server_ids[j], codec.server_id_len())
                   : kNoOwner;
-        if (owner != kNoOwner) r = {owner, ResolveMethod::kQuicLb};
-        else unrouted[members[cp][j]] = true;
+        if (owner != kNoOwner) {
+          r = {owner, ResolveMethod::kQuicLb};
+        } else {
+          unrouted[members[cp][j]] = true;
+          hash_cids[hashes_due] = cids[j];
+          hash_lens[hashes_due] = cid_lens[j];
+          hash_readable[hashes_due] = std::uint16_t(lens[i] - out[i].packet.dcid_offset);
+          hash_at[hashes_due++] = members[cp][j];
+        }
       }
     }
     if (tables_ == nullptr) {
       // The keyed hash of every unrouted DCID at once: their AES blocks
       // share the pipeline as QUIC-LB's do.
-      const std::uint8_t* cids[kChunk];
-      std::uint8_t cid_lens[kChunk];
-      std::uint16_t readable[kChunk];
-      std::uint8_t at[kChunk];
-      unsigned k = 0;
-      for (unsigned i = 0; i < m; ++i) {
-        if (!unrouted[i]) continue;
-        const ParsedPacket& p = out[base + i].packet;
-        cids[k] = p.dcid(frames[base + i]);
-        cid_lens[k] = p.dcid_len;
-        readable[k] = std::uint16_t(lens[base + i] - p.dcid_offset);
-        at[k++] = std::uint8_t(i);
-      }
       std::uint64_t hashes[kChunk];
-      resolver_.dcid_hash_many(cids, cid_lens, readable, k, hashes);
-      for (unsigned j = 0; j < k; ++j)
-        out[base + at[j]].resolution = {resolver_.owner_for_hash(hashes[j]), ResolveMethod::kFallbackDcid};
+      resolver_.dcid_hash_many(hash_cids, hash_lens, hash_readable, hashes_due, hashes);
+      for (unsigned j = 0; j < hashes_due; ++j)
+        out[base + hash_at[j]].resolution = {resolver_.owner_for_hash(hashes[j]), ResolveMethod::kFallbackDcid};
       continue;
     }
     // Hash every DCID and ask for its bucket first, so that the table's
