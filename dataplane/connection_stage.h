@@ -208,16 +208,14 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
     s.connections_untracked_long_dcid.add(tally[unsigned(Tracked::kUntrackedLongDcid)]);
 }
 
-// Where a burst's mbufs were last touched, which decides what is worth
-// prefetching before the table work.
-enum class BurstLines : std::uint8_t {
-  kCold,  // from a ring: another lcore wrote them
-  kWarm,  // classified by this lcore a moment ago: headers and DCID in its L1
-};
-
 // The connection stage of one burst, then `act(m, meta)` on each packet in
-// order. Three passes, so that the cache misses of each pass overlap instead
-// of costing one round trip per packet:
+// order. `metas[i]` is the SteerMeta of pkts[i] when the receiving lcore is
+// this one and has it at hand (a warm burst: the classifier has just read
+// the headers and the DCID on this lcore, and the mbufs were not written);
+// nullptr for a burst that came over a ring (cold: the receiver left each
+// packet's SteerMeta in its mbuf, see hand_off). A cold burst takes three
+// passes, so that the cache misses of each pass overlap instead of costing
+// one round trip per packet:
 //   1. mbuf headers. Mbufs that came over a ring were last written by the
 //      receiving lcore; here their first line (data_off, pkt_len and the
 //      SteerMeta) is cold, and the frame cannot even be located before it
@@ -226,40 +224,40 @@ enum class BurstLines : std::uint8_t {
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
-// A warm burst (BurstLines::kWarm) skips the first two: the classifier has
-// just read those lines on this lcore.
+// A warm burst starts at the third.
 template <typename Act>
-inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, unsigned n, std::uint64_t now,
-                                 OwnerStats& stats, BurstLines lines, Act&& act) {
+inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, const SteerMeta* metas, unsigned n,
+                                 std::uint64_t now, OwnerStats& stats, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   const std::uint8_t* frame[kMaxStageBurst];
   for (unsigned base = 0; base < n; base += kMaxStageBurst) {
     const unsigned k = n - base < kMaxStageBurst ? n - base : kMaxStageBurst;
     rte_mbuf* const* b = pkts + base;
-    if (lines == BurstLines::kCold) {
+    const auto meta = [&](unsigned i) -> const SteerMeta& {
+      return metas != nullptr ? metas[base + i] : *steer_meta(b[i]);
+    };
+    if (metas == nullptr) {
       for (unsigned i = 0; i < k; ++i) {
         rte_prefetch0(b[i]);
       }
       for (unsigned i = 0; i < k; ++i) {
-        const SteerMeta& meta = *steer_meta(b[i]);
+        const SteerMeta& m = *steer_meta(b[i]);
         const auto* frame = rte_pktmbuf_mtod(b[i], const char*);
         rte_prefetch0(frame);
         // The line the DCID ends on, when it is the next one; otherwise the
         // first line again (a select, not a branch on the header's length).
-        const unsigned second =
-            meta.dcid_offset + meta.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
+        const unsigned second = m.dcid_offset + m.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
         rte_prefetch0(frame + second);
       }
     }
     // Each frame is located once (buf_addr + data_off) and kept for the
     // bookkeeping below.
     for (unsigned i = 0; i < k; ++i) {
-      const SteerMeta& meta = *steer_meta(b[i]);
       frame[i] = rte_pktmbuf_mtod(b[i], const std::uint8_t*);
       hash[i] = 0;
-      if (!(meta.flags & kSteerMetaQuic)) continue;
-      hash[i] = ConnectionTable::hash_cid(frame[i] + meta.dcid_offset, meta.dcid_len, shard.seed);
+      if (!(meta(i).flags & kSteerMetaQuic)) continue;
+      hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
       shard.cids->prefetch(hash[i]);
     }
     // Counted before `act`: a TX refusal inside it takes its packets back
@@ -267,9 +265,8 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     stats.processed.add(k);
     unsigned tally[kTrackedKinds] = {};
     for (unsigned i = 0; i < k; ++i) {
-      const SteerMeta& meta = *steer_meta(b[i]);
-      ++tally[unsigned(track_connection(shard, hash[i], b[i], frame[i], meta, now))];
-      act(b[i], meta);
+      ++tally[unsigned(track_connection(shard, hash[i], b[i], frame[i], meta(i), now))];
+      act(b[i], meta(i));
     }
     count_tracked(stats, tally);
   }

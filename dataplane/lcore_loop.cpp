@@ -139,9 +139,10 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
 // per burst. Called only while every TX stage has room for the burst
 // (tx_has_room).
 template <OwnerAction kAction, bool kCost>
-void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now, BurstLines lines) {
+void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n,
+                             std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  run_connection_burst(c.shard, pkts, n, now, s, lines, [&](rte_mbuf* m, const SteerMeta& meta) {
+  run_connection_burst(c.shard, pkts, metas, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
     if constexpr (kCost) spin_cycles(c.cost_cycles);
     if constexpr (kAction == OwnerAction::kSink) {
       rte_pktmbuf_free(m);
@@ -159,18 +160,20 @@ void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::
     if (c.forward_tx->stage.add_burst(pkts, n)) send_tx(c, *c.forward_tx, now);
 }
 
-void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, unsigned n, std::uint64_t now, BurstLines lines) {
+// metas: as run_connection_burst's (nullptr: a ring's burst, each SteerMeta
+// in its mbuf).
+void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n, std::uint64_t now) {
   const bool cost = c.cost_cycles != 0;
   switch (c.action) {
     case OwnerAction::kSink:
-      return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, n, now, lines)
-                  : run_connection_stage_as<OwnerAction::kSink, false>(c, pkts, n, now, lines);
+      return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, metas, n, now)
+                  : run_connection_stage_as<OwnerAction::kSink, false>(c, pkts, metas, n, now);
     case OwnerAction::kForward:
-      return cost ? run_connection_stage_as<OwnerAction::kForward, true>(c, pkts, n, now, lines)
-                  : run_connection_stage_as<OwnerAction::kForward, false>(c, pkts, n, now, lines);
+      return cost ? run_connection_stage_as<OwnerAction::kForward, true>(c, pkts, metas, n, now)
+                  : run_connection_stage_as<OwnerAction::kForward, false>(c, pkts, metas, n, now);
     case OwnerAction::kReflect:
-      return cost ? run_connection_stage_as<OwnerAction::kReflect, true>(c, pkts, n, now, lines)
-                  : run_connection_stage_as<OwnerAction::kReflect, false>(c, pkts, n, now, lines);
+      return cost ? run_connection_stage_as<OwnerAction::kReflect, true>(c, pkts, metas, n, now)
+                  : run_connection_stage_as<OwnerAction::kReflect, false>(c, pkts, metas, n, now);
   }
 }
 
@@ -181,7 +184,7 @@ unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {
     if (!tx_has_room(c, now)) break;  // TX back-pressure: leave it in the ring
     const unsigned n = ring->dequeue_burst(pkts, c.burst);
     if (n == 0) continue;
-    run_connection_stage(c, pkts, n, now, BurstLines::kCold);
+    run_connection_stage(c, pkts, nullptr, n, now);
     total += n;
   }
   c.owner_stats.dequeued.add(total);
@@ -207,6 +210,8 @@ inline void park(LcoreContext& c, RxQueueContext& q, rte_mbuf* m, std::uint16_t 
   c.parked_owners |= std::uint64_t(1) << owner;
 }
 
+// Another owner's packets, each with its SteerMeta in its mbuf (the
+// classifier left it there), over the ring or parked until it has room.
 void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf** pkts, unsigned n,
               std::uint64_t now) {
   MbufRing& ring = *c.out_rings[owner];
@@ -305,12 +310,13 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
 }
 
 // One owner's packets of a burst: the connection stage here if this lcore
-// owns them, else a hand-off to the owner's ring.
-inline void deliver(LcoreContext& c, RxQueueContext& q, std::uint16_t o, rte_mbuf** group, unsigned k,
-                    std::uint64_t now) {
+// owns them (with their SteerMetas from the classifier's array), else a
+// hand-off to the owner's ring.
+inline void deliver(LcoreContext& c, RxQueueContext& q, std::uint16_t o, rte_mbuf** group, const SteerMeta* metas,
+                    unsigned k, std::uint64_t now) {
   if (int(o) == c.owner_index) {
     q.stats.steered_self.add(k);
-    run_connection_stage(c, group, k, now, BurstLines::kWarm);
+    run_connection_stage(c, group, metas, k, now);
   } else {
     q.stats.steered_other.add(k);
     hand_off(c, q, o, group, k, now);
@@ -333,9 +339,11 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
 
   std::uint16_t owner[kMaxBurst];
   RxClass cls[kMaxBurst];
+  SteerMeta meta[kMaxBurst];
   RouteCounts routes;
   const bool one_owner = c.classifier->load(std::memory_order_acquire)
-                             ->classify(pkts, n, owner, cls, std::uint32_t(now / c.tsc_per_ms), routes);
+                             ->classify(pkts, n, owner, cls, meta, c.owner_index < 0 ? kNoOwner : std::uint16_t(c.owner_index),
+                                       std::uint32_t(now / c.tsc_per_ms), routes);
   count_routes(q.stats, routes);
   const unsigned malformed = routes.by_class[unsigned(RxClass::kMalformed)];
   const unsigned not_udp = routes.by_class[unsigned(RxClass::kNotUdp)];
@@ -350,7 +358,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   // owners' queues (a flow rule on the CID's server id), nearly every burst
   // is one.
   if (kept == n && one_owner) {
-    deliver(c, q, owner[0], pkts, n, now);
+    deliver(c, q, owner[0], pkts, meta, n, now);
     return n + work;
   }
 
@@ -375,9 +383,16 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   std::copy(start, start + owners, fill);
   for (unsigned i = 0; i < n; ++i)
     if (owner[i] != kNoOwner) sorted[fill[owner[i]]++] = pkts[i];
+  // This lcore's own group, in the same (arrival) order: its SteerMetas.
+  SteerMeta own_meta[kMaxBurst];
+  if (c.owner_index >= 0 && count[c.owner_index + 1] != 0) {
+    unsigned j = 0;
+    for (unsigned i = 0; i < n; ++i)
+      if (int(owner[i]) == c.owner_index) own_meta[j++] = meta[i];
+  }
 
   for (unsigned o = 0; o < owners; ++o)
-    if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], count[o + 1], now);
+    if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, count[o + 1], now);
   return n + work;
 }
 

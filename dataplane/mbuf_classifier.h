@@ -1,11 +1,14 @@
 // MbufClassifier: steering/ over a burst of mbufs. For each packet it decides
 // the class (QUIC, other UDP, not UDP, malformed) and the owner index, and
-// leaves a SteerMeta in the mbuf for the owner's connection stage.
+// the SteerMeta its owner's connection stage needs. Only a packet bound for
+// another lcore carries its SteerMeta in the mbuf: one the receiving lcore
+// owns itself is not written at all.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "dataplane/steer_meta.h"
 #include "steering/forwarding_rules.h"
 #include "steering/owner_resolver.h"  // kNoOwner
 #include "steering/packet_parser.h"   // Verdict
@@ -43,12 +46,17 @@ class MbufClassifier {
   // must outlive this classifier's use.
   void use_tables(ForwardingTables* tables);
 
-  // now_ms ages the forwarding tables' entries; `counts` is added to.
+  // owner[i] and cls[i] are pkts[i]'s. Its SteerMeta (for a packet an owner
+  // takes: QUIC, or UDP that is not QUIC) goes to meta[i] when its owner is
+  // `local_owner` (the receiving lcore's owner index, kNoOwner when it owns
+  // nothing), and into its mbuf otherwise, ready for the hand-off; meta[i]
+  // of another owner's packet is left unwritten. now_ms ages the forwarding
+  // tables' entries; `counts` is added to.
   // Returns whether every packet of the burst has owner[0] for its owner
   // (true for an empty burst): the receive loop then hands the burst over
   // whole, without grouping it.
-  bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls,
-                std::uint32_t now_ms, RouteCounts& counts) const;
+  bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
+                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) const;
 
  private:
   struct Impl;

@@ -1,7 +1,9 @@
-// What the receiving lcore learned about a packet, carried to the owner in
-// the mbuf so that the owner does not parse the headers again.
+// What the receiving lcore learned about a packet, so that the owner does not
+// parse the headers again. When the receiver is the owner it stays in the
+// receive loop's burst array, and the mbuf is not written. A packet handed
+// to another owner carries it in the mbuf.
 //
-// It lives in the mbuf's RX `hash` field, on the first cache line: the line
+// There it lives in the mbuf's RX `hash` field, on the first cache line: the line
 // the PMD wrote on receive and that the owner reads anyway (buf_addr,
 // data_off, pkt_len) and the TX path reads again. A dynamic field would sit
 // on the second line, which the receiver would then dirty for every packet

@@ -136,7 +136,10 @@ inline unsigned receive_classified(const PolledQueue& q, const MbufClassifier& c
   if (n == 0) return 0;
   rx.add(n);
   RouteCounts routes;  // the baselines route without forwarding tables
-  classifier.classify(pkts, n, owner, cls, 0, routes);
+  SteerMeta meta[kMaxBurst];
+  // Every packet goes to a worker, which reads its SteerMeta from the mbuf
+  // (as a quicsteer owner does with a packet handed over a ring).
+  classifier.classify(pkts, n, owner, cls, meta, kNoOwner, 0, routes);
   unsigned kept = 0;
   for (unsigned i = 0; i < n; ++i) {
     if (cls[i] == RxClass::kMalformed || cls[i] == RxClass::kNotUdp) {
@@ -241,7 +244,7 @@ inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::
 // The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
 // as run_connection_stage uses it with action forward and no synthetic cost).
 inline void connection_stage(Worker& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
-  run_connection_burst(w.shard, pkts, n, now, w.stats, BurstLines::kCold, [&](rte_mbuf* m, const SteerMeta&) {
+  run_connection_burst(w.shard, pkts, nullptr, n, now, w.stats, [&](rte_mbuf* m, const SteerMeta&) {
     w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, w.tx_queue, w.tx_buffer, m));
   });
 }

@@ -1,6 +1,6 @@
 // The owner's connection stage (dataplane/connection_stage.h) against a
 // reference model: quicgen traffic with migrations and NAT rebindings goes
-// through MbufClassifier (which leaves the SteerMeta) and run_connection_burst
+// through MbufClassifier (which gives each packet's SteerMeta) and run_connection_burst
 // in bursts of every shape, and the counts of new connections, migrations and
 // untracked packets must be what a plain map of DCID -> 4-tuple says, filled
 // from the generator's record of each packet and the model's own parse of
@@ -111,7 +111,7 @@ ModelTuple fixture_tuple(const traffic::Traffic& traffic, const traffic::Packet&
 // length; a short header does not, and the key is as many octets as steering
 // decided (SteerMeta::dcid_len: the QUIC-LB config's CID length or
 // steering.short_dcid_len), which starts with the CID the generator wrote.
-Expected model(const traffic::Traffic& traffic, const std::vector<rte_mbuf*>& pkts, std::uint32_t max) {
+Expected model(const traffic::Traffic& traffic, const std::vector<SteerMeta>& metas, std::uint32_t max) {
   Expected e;
   auto& table = e.table;
   for (std::size_t i = 0; i < traffic.packets.size(); ++i) {
@@ -130,7 +130,7 @@ Expected model(const traffic::Traffic& traffic, const std::vector<rte_mbuf*>& pk
     }
     const bool long_header = (p.frame.at(payload) & 0x80) != 0;
     const std::size_t dcid_at = payload + (long_header ? 6 : 1);
-    const std::size_t dcid_len = long_header ? p.frame.at(payload + 5) : steer_meta(pkts[i])->dcid_len;
+    const std::size_t dcid_len = long_header ? p.frame.at(payload + 5) : metas[i].dcid_len;
     const std::string dcid(p.frame.begin() + long(dcid_at), p.frame.begin() + long(dcid_at + dcid_len));
     const std::size_t common = std::min(dcid.size(), p.dcid.size());
     EXPECT_EQ(dcid.substr(0, common), std::string(p.dcid.begin(), p.dcid.begin() + long(common)))
@@ -197,9 +197,12 @@ class ConnectionStageTest : public ::testing::Test {
       std::memcpy(data, p.frame.data(), p.frame.size());
       std::uint16_t owner;
       RxClass cls;
+      SteerMeta unused;
       RouteCounts routes;
-      classifier.classify(&m, 1, &owner, &cls, 0, routes);
+      // As a receiver that owns nothing: the SteerMeta goes into the mbuf.
+      classifier.classify(&m, 1, &owner, &cls, &unused, kNoOwner, 0, routes);
       pkts_.push_back(m);
+      metas_.push_back(*steer_meta(m));
     }
   }
   void TearDown() override {
@@ -216,9 +219,13 @@ class ConnectionStageTest : public ::testing::Test {
     std::size_t next = 0;
     for (std::size_t k = 0; next < pkts_.size(); ++k) {
       const unsigned n = unsigned(std::min<std::size_t>(sizes[k % sizes.size()], pkts_.size() - next));
-      // Cold and warm bursts alternate: they differ in prefetching only.
-      run_connection_burst(shard, pkts_.data() + next, n, 1000 + k, stats,
-                           k % 2 ? BurstLines::kCold : BurstLines::kWarm,
+      // Cold bursts (each SteerMeta from its mbuf) and warm ones (from the
+      // classifier's array) alternate. A cold burst's mbufs carry their
+      // SteerMeta, as a hand-off leaves it; a warm burst's hold none (the
+      // receiver did not write them): here, one that says "not QUIC".
+      const bool cold = k % 2 != 0;
+      for (unsigned i = 0; i < n; ++i) *steer_meta(pkts_[next + i]) = cold ? metas_[next + i] : SteerMeta{};
+      run_connection_burst(shard, pkts_.data() + next, cold ? nullptr : metas_.data() + next, n, 1000 + k, stats,
                            [&](rte_mbuf* m, const SteerMeta&) { seen.push_back(m); });
       next += n;
     }
@@ -228,10 +235,11 @@ class ConnectionStageTest : public ::testing::Test {
   rte_mempool* pool_ = nullptr;
   traffic::Traffic traffic_;
   std::vector<rte_mbuf*> pkts_;
+  std::vector<SteerMeta> metas_;
 };
 
 TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
-  const Expected want = model(traffic_, pkts_, 1u << 20);
+  const Expected want = model(traffic_, metas_, 1u << 20);
   ASSERT_GT(want.connections, 600u);  // client Initial DCIDs and server CIDs
   ASSERT_GT(want.migrations, 50u);
   ASSERT_GT(want.not_quic, 0u);
@@ -249,7 +257,7 @@ TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
 }
 
 TEST_F(ConnectionStageTest, AFullShardCountsTheRestAsUntracked) {
-  const Expected want = model(traffic_, pkts_, 100);
+  const Expected want = model(traffic_, metas_, 100);
   ASSERT_GT(want.untracked, 0u);
   ConnectionTable table(100);
   OwnerStats s;
