@@ -191,11 +191,24 @@ unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {
   return total;
 }
 
-// How many packets the owner's ring may take now. Park and shed-new stop at
-// the high watermark; drop fills the ring to the brim, as a plain ring would.
+// How full the owner's ring may get: park and shed-new stop at the high
+// watermark; drop fills the ring to the brim, as a plain ring would.
+inline std::size_t handoff_limit(const LcoreContext& c, const MbufRing& ring) {
+  return c.policy == BackpressurePolicy::kDrop ? ring.capacity() : c.high_watermark;
+}
+
+// The ring's occupancy for a hand-off of n packets, from the producer's
+// cached view of the consumer index: the consumer's line is read only when
+// that view cannot fit all n below the limit.
+inline std::size_t handoff_occupancy(const LcoreContext& c, MbufRing& ring, unsigned n) {
+  const std::size_t limit = handoff_limit(c, ring);
+  return ring.producer_occupancy(limit > n ? limit - n + 1 : 0);
+}
+
+// How many packets the owner's ring may take now.
 inline unsigned handoff_budget(const LcoreContext& c, const MbufRing& ring, std::size_t occupancy) {
-  if (c.policy == BackpressurePolicy::kDrop) return unsigned(ring.capacity() - occupancy);
-  return occupancy >= c.high_watermark ? 0u : unsigned(c.high_watermark - occupancy);
+  const std::size_t limit = handoff_limit(c, ring);
+  return occupancy >= limit ? 0u : unsigned(limit - occupancy);
 }
 
 // The first packet parked issues the ticket: the queue stops being polled.
@@ -216,7 +229,7 @@ void hand_off(LcoreContext& c, RxQueueContext& q, std::uint16_t owner, rte_mbuf*
               std::uint64_t now) {
   MbufRing& ring = *c.out_rings[owner];
   RingStats& rs = *c.out_ring_stats[owner];
-  const std::size_t occupancy = ring.size();
+  const std::size_t occupancy = handoff_occupancy(c, ring, n);
   // While a sibling queue's ticket waits for this owner, this queue waits too.
   const unsigned budget = (c.parked_owners >> owner & 1) != 0 ? 0u : handoff_budget(c, ring, occupancy);
   const unsigned took = ring.enqueue_burst(pkts, std::min(n, budget));
@@ -282,7 +295,9 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
   // not flip the queue between parked and polled on every iteration.
   const unsigned released = q.ticket.release([&](std::uint16_t owner, rte_mbuf** pkts, unsigned n) {
     MbufRing& ring = *c.out_rings[owner];
-    const std::size_t occupancy = ring.size();
+    // The cached view first: the consumer's line is read only when that view
+    // is above the low watermark.
+    const std::size_t occupancy = ring.producer_occupancy(c.low_watermark + 1);
     if (occupancy > c.low_watermark) return 0u;
     const unsigned took = ring.enqueue_burst(pkts, std::min(n, handoff_budget(c, ring, occupancy)));
     c.out_ring_stats[owner]->occupancy_high_water.max_with(occupancy + took);

@@ -62,7 +62,10 @@ struct alignas(kCacheLine) LoopStats {
   Counter doorbell_timeouts;  // doorbell sleeps that ran to LcoreContext::doorbell_sleep_limit
 };
 
-// One per producer->owner ring: the producer records the deepest occupancy it saw.
+// One per producer->owner ring: the producer records the deepest occupancy it
+// saw, from its cached view of the consumer's index (the view the enqueue
+// works from: it may exceed the true peak by what the consumer took since the
+// producer last read that index, never the ring's capacity).
 struct alignas(kCacheLine) RingStats {
   Counter occupancy_high_water;
   Counter full_events;  // hand-offs that found the ring at its high watermark

@@ -118,6 +118,23 @@ class SpscRing {
     return shared_.capacity - (producer_.tail - head_.value.load(std::memory_order_acquire));
   }
 
+  // Producer. Occupancy as the producer's cached copy of the consumer index
+  // has it: never below the true occupancy, and the same as what
+  // enqueue_burst works from. The shared index is reread (refreshing the copy)
+  // only when the copy puts occupancy at or above `reread_at`, so a producer
+  // that asks "is there room for my burst below this mark?" pays a cross-core
+  // read only near the mark. rte_ring's enqueue returns its free space the
+  // same way.
+  std::size_t producer_occupancy(std::size_t reread_at) noexcept {
+    std::size_t occupancy = producer_.tail - producer_.cached_head;
+    if (occupancy >= reread_at) {
+      // Pairs with the consumer's release store of head in consume().
+      producer_.cached_head = head_.value.load(std::memory_order_acquire);
+      occupancy = producer_.tail - producer_.cached_head;
+    }
+    return occupancy;
+  }
+
   // Producer. True when occupancy is below high_watermark. Works from the
   // producer's cached copy of the consumer index, which can only overstate
   // occupancy; only when that copy says "at or above" does it reread the

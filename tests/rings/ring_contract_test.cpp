@@ -193,4 +193,35 @@ TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
   }
 }
 
+// The producer's cached occupancy never understates the true one, and below
+// `reread_at` it is exactly what the producer last knew: whenever it says
+// "at or above reread_at" it has reread the consumer's index, so then it is
+// the true occupancy. A hand-off that fits below its mark therefore never
+// refuses packets the ring has room for.
+TEST(SpscRingContract, ProducerOccupancyRereadsOnlyAtTheMark) {
+  qs::SpscRing<std::uint64_t> ring(16);
+  std::uint64_t items[16] = {};
+  std::uint64_t out[16];
+  std::mt19937_64 rng(9);
+  std::size_t used = 0;
+  for (int round = 0; round < 5000; ++round) {
+    if (rng() % 2 == 0) {
+      used += ring.enqueue_burst(items, static_cast<unsigned>(rng() % 9));
+    } else {
+      used -= ring.dequeue_burst(out, static_cast<unsigned>(rng() % 9));
+    }
+    const std::size_t reread_at = rng() % 18;
+    const std::size_t seen = ring.producer_occupancy(reread_at);
+    ASSERT_GE(seen, used) << "round " << round;
+    ASSERT_LE(seen, ring.capacity());
+    if (seen >= reread_at) {
+      ASSERT_EQ(seen, used) << "round " << round << ", reread_at " << reread_at;
+    }
+  }
+  // With the consumer idle, the view is exact and needs no reread.
+  qs::SpscRing<std::uint64_t> idle(16);
+  idle.enqueue_burst(items, 5);
+  EXPECT_EQ(idle.producer_occupancy(~std::size_t(0)), 5u);
+}
+
 }  // namespace
