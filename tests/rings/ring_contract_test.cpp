@@ -174,11 +174,14 @@ TYPED_TEST(RingContract, NonTrivialItemsAreConstructedAndDestroyedExactlyOnce) {
   EXPECT_EQ(Tracked::errors.load(), errors_before) << "an item was used or destroyed while dead";
 }
 
-TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
+// 5000 rounds of a random burst in or out of a 16-slot ring, single-threaded;
+// after each, check(ring, occupancy, rng).
+template <typename Check>
+void random_rounds(std::uint64_t seed, Check&& check) {
   qs::SpscRing<std::uint64_t> ring(16);
   std::uint64_t items[16] = {};
   std::uint64_t out[16];
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(seed);
   std::size_t used = 0;
   for (int round = 0; round < 5000; ++round) {
     if (rng() % 2 == 0) {
@@ -186,11 +189,17 @@ TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
     } else {
       used -= ring.dequeue_burst(out, static_cast<unsigned>(rng() % 9));
     }
-    for (std::size_t mark = 0; mark <= 17; ++mark) {
-      ASSERT_EQ(ring.producer_below_watermark(mark), used < mark)
-          << "used=" << used << " mark=" << mark;
-    }
+    check(ring, used, rng);
+    if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
+  random_rounds(7, [](qs::SpscRing<std::uint64_t>& ring, std::size_t used, std::mt19937_64&) {
+    for (std::size_t mark = 0; mark <= 17; ++mark) {
+      ASSERT_EQ(ring.producer_below_watermark(mark), used < mark) << "used=" << used << " mark=" << mark;
+    }
+  });
 }
 
 // The producer's cached occupancy never understates the true one, and below
@@ -199,25 +208,16 @@ TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
 // the true occupancy. A hand-off that fits below its mark therefore never
 // refuses packets the ring has room for.
 TEST(SpscRingContract, ProducerOccupancyRereadsOnlyAtTheMark) {
-  qs::SpscRing<std::uint64_t> ring(16);
-  std::uint64_t items[16] = {};
-  std::uint64_t out[16];
-  std::mt19937_64 rng(9);
-  std::size_t used = 0;
-  for (int round = 0; round < 5000; ++round) {
-    if (rng() % 2 == 0) {
-      used += ring.enqueue_burst(items, static_cast<unsigned>(rng() % 9));
-    } else {
-      used -= ring.dequeue_burst(out, static_cast<unsigned>(rng() % 9));
-    }
+  random_rounds(9, [](qs::SpscRing<std::uint64_t>& ring, std::size_t used, std::mt19937_64& rng) {
     const std::size_t reread_at = rng() % 18;
     const std::size_t seen = ring.producer_occupancy(reread_at);
-    ASSERT_GE(seen, used) << "round " << round;
+    ASSERT_GE(seen, used);
     ASSERT_LE(seen, ring.capacity());
     if (seen >= reread_at) {
-      ASSERT_EQ(seen, used) << "round " << round << ", reread_at " << reread_at;
+      ASSERT_EQ(seen, used) << "reread_at " << reread_at;
     }
-  }
+  });
+  std::uint64_t items[16] = {};
   // With the consumer idle, the view is exact and needs no reread.
   qs::SpscRing<std::uint64_t> idle(16);
   idle.enqueue_burst(items, 5);
