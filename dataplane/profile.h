@@ -7,6 +7,7 @@
 // message names the file, line, column and key.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -82,9 +83,36 @@ struct BackpressureConfig {
 
 enum class OwnerAction { kForward, kReflect, kSink };
 
+// How forward hands a frame to its backend (dataplane/delivery.h).
+enum class DeliveryMode : std::uint8_t {
+  kAsIs,   // the frame unchanged (no backends needed)
+  kL2,     // destination MAC := the backend's, source := the TX port's (direct routing)
+  kIpip,   // the IP packet inside an outer IPv4/IPv6 header to the backend
+  kVxlan,  // the whole frame inside outer Ethernet/IP/UDP/VXLAN (RFC 7348)
+};
+
+struct DeliveryConfig {
+  DeliveryMode mode = DeliveryMode::kAsIs;
+  // The outer source address of ipip and vxlan, per outer family (required
+  // by the loader for a family some backend is reached over).
+  std::optional<std::array<std::uint8_t, 4>> source_ipv4;
+  std::optional<std::array<std::uint8_t, 16>> source_ipv6;
+  std::uint32_t vxlan_vni = 1;            // 0..2^24-1
+  std::uint16_t vxlan_port = 4789;        // the outer UDP destination port
+  // The inner destination MAC for a backend without its own vxlan_mac
+  // (a fleet whose VXLAN devices share one MAC); absent: each backend names its own.
+  std::optional<std::array<std::uint8_t, 6>> vxlan_mac;
+  std::uint8_t ttl = 64;                  // outer TTL / hop limit
+  // ICMP "fragmentation needed" / ICMPv6 "packet too big" sent back per
+  // owner per second at most, for frames that do not fit the TX port's MTU
+  // once encapsulated (0: none sent; each such frame is counted all the same).
+  std::uint32_t icmp_too_big_per_s = 100;
+};
+
 struct ActionConfig {
   OwnerAction type = OwnerAction::kForward;
   int tx_port = -1;                 // index into Profile::ports (forward only)
+  DeliveryConfig delivery;          // forward only
   std::uint32_t cost_cycles = 0;    // synthetic per-packet work, for experiments
   std::uint32_t tx_drain_us = 100;  // flush a partial TX burst after this long
   std::uint32_t max_connections = 65536;  // per owner shard
@@ -153,6 +181,8 @@ class ProfileError : public std::runtime_error {
 const char* flow_control_name(FlowControl fc);
 const char* policy_name(BackpressurePolicy p);
 const char* action_name(OwnerAction a);
+const char* delivery_mode_name(DeliveryMode m);
+const char* backend_state_name(BackendState s);
 
 // Reads, decodes and validates; throws ProfileError. Only a regular file of
 // at most kMaxProfileBytes is read (a FIFO, a device or a directory is refused

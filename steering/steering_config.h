@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace qs {
@@ -54,6 +55,37 @@ struct ForwardingConfig {
   std::uint32_t idle_timeout_ms = 30000;
 };
 
+// A backend: one server of the fleet that the appliance delivers
+// connections to (dataplane/delivery.h). Steering picks a backend for every
+// connection (its QUIC-LB server ID, what the forwarding tables learned, or
+// the backend hash over the active ones), and the backend's owner lcore
+// keeps the connection's state and transmits towards it.
+enum class BackendState : std::uint8_t {
+  kActive,    // takes new connections (the hash may pick it)
+  kDraining,  // keeps its connections (routable CIDs, learned entries), takes no new ones
+  kDown,      // takes nothing: its packets are dropped (backend_down), new connections avoid it
+};
+
+struct BackendConfig {
+  std::string name;  // unique; also what places it in the backend hash (steering/maglev.h)
+  std::vector<std::vector<std::uint8_t>> server_ids;  // QUIC-LB server IDs it mints (may be none)
+  std::optional<std::array<std::uint8_t, 4>> ipv4;    // its address, for ipip and vxlan
+  std::optional<std::array<std::uint8_t, 16>> ipv6;
+  std::array<std::uint8_t, 6> mac{};                  // the next hop towards it (itself on one L2 segment)
+  std::optional<std::array<std::uint8_t, 6>> vxlan_mac;  // inner destination MAC of its VXLAN device
+  std::uint32_t weight = 1;                           // share of new connections, relative
+  BackendState state = BackendState::kActive;
+  unsigned owner_lcore = 0;                           // the owner lcore that serves it (resolved)
+  // Its index in every per-backend array of the data path (forwarding
+  // tables, templates, counters). The loader numbers backends in profile
+  // order; a reload keeps each surviving backend's slot (matched by name),
+  // so that what the tables learned stays right.
+  std::uint16_t slot = 0;
+};
+
+// The most backends one profile may list (and slots a data path has).
+inline constexpr unsigned kMaxBackends = 4096;
+
 struct SteeringConfig {
   SteeringMode mode = SteeringMode::kCid;
   std::vector<std::uint16_t> quic_ports{443};
@@ -66,6 +98,10 @@ struct SteeringConfig {
   std::array<std::uint8_t, 16> fallback_key{};  // keys the fallback hash
   unsigned fallback_vnodes = 128;           // points per owner on the hash ring
   ForwardingConfig forwarding;
+  // The server fleet (empty: owners are the targets, as without backends).
+  // With backends, server IDs live in them (server_routes stays empty) and
+  // the hash picks among the active ones.
+  std::vector<BackendConfig> backends;
 };
 
 }  // namespace qs
