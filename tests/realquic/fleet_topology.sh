@@ -1,0 +1,290 @@
+# Network namespaces for a server fleet behind quicsteer: more servers than
+# owner lcores, one TX port into a Linux bridge, every server holding the
+# service address and answering the clients itself (direct server return).
+# Sourced by tests/realquic/fleet_test.sh. Needs root (CAP_NET_ADMIN,
+# CAP_SYS_ADMIN).
+#
+#   $P-cli   clients: 10.78.0.2, 10.78.0.3, fd78::2, fd78::3 on qsfl-c; every
+#            route through the router (10.78.0.1, fd78::1)
+#   $P-rt    the router (forwarding on): the service address 10.78.1.1 /
+#            fd78:1::1 out of qsfl-ro to quicsteer (static neighbour, no
+#            ARP/ND); the servers' replies arrive on qsfl-rb (10.78.2.1,
+#            fd78:2::1, on the fleet segment) and go on to the clients
+#   $P-qs    quicsteer: reads qsfl-rx (qsfl-ro's peer) with net_af_packet and
+#            transmits on qsfl-tx, a port of the fleet bridge
+#   $P-br    the fleet bridge qsfl-br: ports qsfl-pq (quicsteer), qsfl-pr (the
+#            router), qsfl-p0..3 (the servers); static forwarding entries for
+#            every MAC on the segment, learning and unknown-unicast flooding
+#            off, so that a frame reaches the one server its MAC names or none
+#   $P-srvN  server N (N = 0..3): qsfl-e on the segment (10.78.2.1N,
+#            fd78:2::1N, MAC 02:00:00:78:02:1N), the service address on lo
+#            (arp_ignore 1, arp_announce 2: it answers no ARP for it), a
+#            default route via the router (MTU 1500: the clients' path), and
+#            two VXLAN devices (VNI 42, port 4789, MAC 02:00:00:78:03:1N):
+#            qsfl-vx4 on its IPv4 address and qsfl-vx6 on its IPv6 one, whose
+#            decapsulated frames reach the service address on lo
+#
+# The fleet segment carries MTU 1600 (a VXLAN-encapsulated 1500-octet client
+# packet is 1550 octets over IPv4, 1570 over IPv6). IPv6 is on only in the
+# client, router and server namespaces, without router advertisements, DAD or
+# link-local addresses (every neighbour is static): nothing but the clients'
+# own traffic crosses quicsteer. Interface names are fixed (the fleet
+# profiles name them); namespace names carry the caller's prefix.
+# qsfl_down removes everything and is safe to call twice.
+
+QSFL_VIP=10.78.1.1
+QSFL_VIP6=fd78:1::1
+QSFL_VIP_MAC=02:00:00:78:01:01
+QSFL_CLIENTS=(10.78.0.2 10.78.0.3)
+QSFL_CLIENTS6=(fd78::2 fd78::3)
+QSFL_CLIENT_MAC=02:00:00:78:00:02
+QSFL_RT_CLI_MAC=02:00:00:78:00:01   # qsfl-rc
+QSFL_RT_OUT_MAC=02:00:00:78:01:02   # qsfl-ro
+QSFL_RT_SEG_MAC=02:00:00:78:02:01   # qsfl-rb
+QSFL_RT_SEG=10.78.2.1
+QSFL_RT_SEG6=fd78:2::1
+QSFL_TX_MAC=02:00:00:78:02:02       # qsfl-tx, quicsteer's TX port
+QSFL_TX_ADDR=10.78.2.2              # quicsteer's outer source (vxlan, ipip)
+QSFL_TX_ADDR6=fd78:2::2
+QSFL_NSERVERS=4
+QSFL_VNI=42
+QSFL_SEG_MTU=1600
+
+qsfl_ns() { echo "$QSFL_PREFIX-$1"; }
+qsfl_srv_addr() { echo "10.78.2.1$1"; }
+qsfl_srv_addr6() { echo "fd78:2::1$1"; }
+qsfl_srv_mac() { echo "02:00:00:78:02:1$1"; }
+qsfl_srv_vxmac() { echo "02:00:00:78:03:1$1"; }
+qsfl_srv_sid() { echo "0a0$(($1 + 1))"; }  # QUIC-LB server ID of server N
+
+# Offloads off: a checksum left for the NIC to fill or a GSO super-frame must
+# not reach quicsteer (it forwards frames as they are).
+qsfl_no_offload() {  # NS IFACE
+  if command -v ethtool >/dev/null; then
+    ip netns exec "$1" ethtool -K "$2" tx off tso off gso off gro off tx-udp-segmentation off >/dev/null 2>&1 || true
+  fi
+}
+
+# qsfl_ipv6 NS on|off: IPv6 for the namespace, without router
+# advertisements, DAD, router solicitations or link-local addresses.
+qsfl_ipv6() {
+  local ns=$1
+  if [ "$2" = on ]; then
+    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+      net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+      net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+      net.ipv6.conf.all.dad_transmits=0 net.ipv6.conf.default.dad_transmits=0 \
+      net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0 \
+      net.ipv6.conf.default.addr_gen_mode=1
+  else
+    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+  fi
+}
+
+# qsfl_link NS IFACE MAC MTU: an interface's MAC and MTU, no link-local
+# address (addrgenmode none), offloads off, up.
+qsfl_link() {
+  ip -n "$1" link set "$2" address "$3" mtu "$4" || return 1
+  ip -n "$1" link set "$2" addrgenmode none 2>/dev/null
+  qsfl_no_offload "$1" "$2"
+  ip -n "$1" link set "$2" up
+}
+
+# qsfl_can_netns: whether this process can make network namespaces at all.
+qsfl_can_netns() {
+  [ "$(id -u)" -eq 0 ] || return 1
+  command -v ip >/dev/null && command -v bridge >/dev/null || return 1
+  local probe="qsfl-probe-$$"
+  ip netns add "$probe" 2>/dev/null || return 1
+  ip -n "$probe" link add qsfl-p0 type veth peer name qsfl-p1 2>/dev/null &&
+    ip -n "$probe" link add qsfl-pb type bridge 2>/dev/null &&
+    ip -n "$probe" link add qsfl-pv type vxlan id 1 dstport 4789 local 127.0.0.1 2>/dev/null
+  local rc=$?
+  ip netns del "$probe" 2>/dev/null
+  return $rc
+}
+
+# qsfl_up PREFIX: makes the namespaces and links.
+qsfl_up() {
+  QSFL_PREFIX=$1
+  local cli rt qs br ns n
+  cli=$(qsfl_ns cli); rt=$(qsfl_ns rt); qs=$(qsfl_ns qs); br=$(qsfl_ns br)
+  QSFL_NAMESPACES=("$cli" "$rt" "$qs" "$br")
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do QSFL_NAMESPACES+=("$(qsfl_ns "srv$n")"); done
+  for ns in "${QSFL_NAMESPACES[@]}"; do
+    ip netns add "$ns" || return 1
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 || return 1
+    ip -n "$ns" link set lo up || return 1
+  done
+  qsfl_ipv6 "$cli" on; qsfl_ipv6 "$rt" on; qsfl_ipv6 "$qs" off; qsfl_ipv6 "$br" off
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do qsfl_ipv6 "$(qsfl_ns "srv$n")" on; done
+
+  # clients <-> router
+  ip -n "$cli" link add qsfl-c type veth peer name qsfl-rc netns "$rt" || return 1
+  qsfl_link "$cli" qsfl-c "$QSFL_CLIENT_MAC" 1500 || return 1
+  qsfl_link "$rt" qsfl-rc "$QSFL_RT_CLI_MAC" 1500 || return 1
+  local a
+  for a in "${QSFL_CLIENTS[@]}"; do ip -n "$cli" addr add "$a/24" dev qsfl-c || return 1; done
+  for a in "${QSFL_CLIENTS6[@]}"; do ip -n "$cli" addr add "$a/64" dev qsfl-c nodad || return 1; done
+  ip -n "$cli" neigh replace 10.78.0.1 lladdr "$QSFL_RT_CLI_MAC" nud permanent dev qsfl-c
+  ip -n "$cli" neigh replace fd78::1 lladdr "$QSFL_RT_CLI_MAC" nud permanent dev qsfl-c
+  ip -n "$cli" route add default via 10.78.0.1 dev qsfl-c src "${QSFL_CLIENTS[0]}" || return 1
+  ip -n "$cli" -6 route add default via fd78::1 dev qsfl-c src "${QSFL_CLIENTS6[0]}" || return 1
+  ip -n "$rt" addr add 10.78.0.1/24 dev qsfl-rc || return 1
+  ip -n "$rt" addr add fd78::1/64 dev qsfl-rc nodad || return 1
+  for a in "${QSFL_CLIENTS[@]}" "${QSFL_CLIENTS6[@]}"; do
+    ip -n "$rt" neigh replace "$a" lladdr "$QSFL_CLIENT_MAC" nud permanent dev qsfl-rc
+  done
+
+  # router -> quicsteer: the service address, to a MAC nobody answers ARP for
+  ip netns exec "$rt" sysctl -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
+    net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.default.send_redirects=0 || return 1
+  ip -n "$rt" link add qsfl-ro type veth peer name qsfl-rx netns "$qs" || return 1
+  qsfl_link "$rt" qsfl-ro "$QSFL_RT_OUT_MAC" 1500 || return 1
+  qsfl_link "$qs" qsfl-rx "$QSFL_VIP_MAC" 1500 || return 1
+  ip -n "$rt" route add "$QSFL_VIP/32" dev qsfl-ro || return 1
+  ip -n "$rt" -6 route add "$QSFL_VIP6/128" dev qsfl-ro || return 1
+  ip -n "$rt" neigh replace "$QSFL_VIP" lladdr "$QSFL_VIP_MAC" nud permanent dev qsfl-ro
+  ip -n "$rt" neigh replace "$QSFL_VIP6" lladdr "$QSFL_VIP_MAC" nud permanent dev qsfl-ro
+
+  # the fleet bridge
+  ip -n "$br" link add qsfl-br type bridge forward_delay 0 stp_state 0 || return 1
+  ip -n "$br" link set qsfl-br mtu "$QSFL_SEG_MTU" || return 1
+  # quicsteer's TX port
+  ip -n "$qs" link add qsfl-tx type veth peer name qsfl-pq netns "$br" || return 1
+  qsfl_link "$qs" qsfl-tx "$QSFL_TX_MAC" "$QSFL_SEG_MTU" || return 1
+  qsfl_bridge_port qsfl-pq "$QSFL_TX_MAC" || return 1
+  # the router's leg on the segment (where the replies come back)
+  ip -n "$rt" link add qsfl-rb type veth peer name qsfl-pr netns "$br" || return 1
+  qsfl_link "$rt" qsfl-rb "$QSFL_RT_SEG_MAC" "$QSFL_SEG_MTU" || return 1
+  ip -n "$rt" addr add "$QSFL_RT_SEG/24" dev qsfl-rb || return 1
+  ip -n "$rt" addr add "$QSFL_RT_SEG6/64" dev qsfl-rb nodad || return 1
+  qsfl_bridge_port qsfl-pr "$QSFL_RT_SEG_MAC" || return 1
+
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do qsfl_server_up "$n" || return 1; done
+  ip -n "$br" link set qsfl-br up
+  return 0
+}
+
+# qsfl_bridge_port PORT MAC: a port of qsfl-br behind which only MAC lives.
+qsfl_bridge_port() {
+  local br
+  br=$(qsfl_ns br)
+  ip -n "$br" link set "$1" mtu "$QSFL_SEG_MTU" addrgenmode none 2>/dev/null || ip -n "$br" link set "$1" mtu "$QSFL_SEG_MTU"
+  ip -n "$br" link set "$1" master qsfl-br || return 1
+  bridge -n "$br" link set dev "$1" learning off flood off mcast_flood off bcast_flood off || return 1
+  bridge -n "$br" fdb add "$2" dev "$1" master static || return 1
+  qsfl_no_offload "$br" "$1"
+  ip -n "$br" link set "$1" up
+}
+
+# qsfl_server_up N: server N's namespace on the segment.
+qsfl_server_up() {
+  local n=$1 srv br rt addr addr6
+  srv=$(qsfl_ns "srv$n"); br=$(qsfl_ns br); rt=$(qsfl_ns rt)
+  addr=$(qsfl_srv_addr "$n"); addr6=$(qsfl_srv_addr6 "$n")
+  ip -n "$br" link add "qsfl-p$n" type veth peer name qsfl-e netns "$srv" || return 1
+  qsfl_link "$srv" qsfl-e "$(qsfl_srv_mac "$n")" "$QSFL_SEG_MTU" || return 1
+  qsfl_bridge_port "qsfl-p$n" "$(qsfl_srv_mac "$n")" || return 1
+  ip -n "$srv" addr add "$addr/24" dev qsfl-e || return 1
+  ip -n "$srv" addr add "$addr6/64" dev qsfl-e nodad || return 1
+  # The service address on lo, never announced nor answered for on the
+  # segment (every server has it).
+  ip -n "$srv" addr add "$QSFL_VIP/32" dev lo || return 1
+  ip -n "$srv" addr add "$QSFL_VIP6/128" dev lo nodad || return 1
+  ip netns exec "$srv" sysctl -q -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
+    net.ipv4.conf.qsfl-e.arp_ignore=1 net.ipv4.conf.qsfl-e.arp_announce=2 || return 1
+  ip -n "$srv" neigh replace "$QSFL_RT_SEG" lladdr "$QSFL_RT_SEG_MAC" nud permanent dev qsfl-e
+  ip -n "$srv" neigh replace "$QSFL_RT_SEG6" lladdr "$QSFL_RT_SEG_MAC" nud permanent dev qsfl-e
+  # Replies go to the clients through the router, whose client side has MTU 1500.
+  ip -n "$srv" route add default via "$QSFL_RT_SEG" dev qsfl-e mtu 1500 || return 1
+  ip -n "$srv" -6 route add default via "$QSFL_RT_SEG6" dev qsfl-e mtu 1500 || return 1
+  ip -n "$rt" neigh replace "$addr" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-rb
+  ip -n "$rt" neigh replace "$addr6" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-rb
+  # VXLAN termination: one device per outer family, both with the MAC the
+  # inner frames are addressed to; what they decapsulate is for lo's address.
+  local v
+  ip -n "$srv" link add qsfl-vx4 address "$(qsfl_srv_vxmac "$n")" type vxlan id "$QSFL_VNI" dstport 4789 \
+    local "$addr" dev qsfl-e nolearning || return 1
+  ip -n "$srv" link add qsfl-vx6 address "$(qsfl_srv_vxmac "$n")" type vxlan id "$QSFL_VNI" dstport 4789 \
+    local "$addr6" dev qsfl-e nolearning || return 1
+  for v in qsfl-vx4 qsfl-vx6; do
+    ip -n "$srv" link set "$v" mtu 1500 addrgenmode none || return 1
+    ip netns exec "$srv" sysctl -q -w "net.ipv4.conf.$v.rp_filter=0" "net.ipv4.conf.$v.arp_ignore=1" || return 1
+    qsfl_no_offload "$srv" "$v"
+    ip -n "$srv" link set "$v" up || return 1
+  done
+}
+
+# qsfl_client_source ADDR ADDR6: the source addresses new client sockets take
+# (a migration after this change moves to them).
+qsfl_client_source() {
+  ip -n "$(qsfl_ns cli)" route replace default via 10.78.0.1 dev qsfl-c src "$1" &&
+    ip -n "$(qsfl_ns cli)" -6 route replace default via fd78::1 dev qsfl-c src "$2"
+}
+
+# qsfl_standin l2|vxlan|off N: the kernel in quicsteer's place, sending every
+# client packet to server N only (no quicsteer may run meanwhile), by routing
+# in the quicsteer namespace (qsfl-rx has the MAC the router sends the service
+# address to): l2, the service address out of qsfl-tx to server N's MAC (a
+# static neighbour; what l2 delivery does but for the TTL); vxlan, into a
+# VXLAN device per family (VNI 42, from 10.78.2.2 or fd78:2::2) towards server
+# N, inner destination MAC server N's VXLAN MAC. It checks the topology with
+# no quicsteer at all (this kernel has no tc pedit to rewrite MACs in place).
+qsfl_standin() {
+  local mode=$1 n=$2 qs
+  qs=$(qsfl_ns qs)
+  # off: undo whichever was on
+  ip -n "$qs" link del qsfl-sv4 2>/dev/null
+  ip -n "$qs" link del qsfl-sv6 2>/dev/null
+  ip -n "$qs" route flush dev qsfl-tx 2>/dev/null
+  ip -n "$qs" addr flush dev qsfl-tx 2>/dev/null
+  ip -n "$qs" neigh flush dev qsfl-tx 2>/dev/null
+  ip netns exec "$qs" sysctl -q -w net.ipv4.ip_forward=0
+  qsfl_ipv6 "$qs" off
+  [ "$mode" = off ] && return 0
+  qsfl_ipv6 "$qs" on
+  ip netns exec "$qs" sysctl -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 || return 1
+  ip -n "$qs" addr add "$QSFL_TX_ADDR/24" dev qsfl-tx || return 1
+  ip -n "$qs" addr add "$QSFL_TX_ADDR6/64" dev qsfl-tx nodad || return 1
+  case $mode in
+    l2)
+      ip -n "$qs" route add "$QSFL_VIP/32" dev qsfl-tx || return 1
+      ip -n "$qs" -6 route add "$QSFL_VIP6/128" dev qsfl-tx || return 1
+      ip -n "$qs" neigh replace "$QSFL_VIP" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      ip -n "$qs" neigh replace "$QSFL_VIP6" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      ;;
+    vxlan)
+      ip -n "$qs" neigh replace "$(qsfl_srv_addr "$n")" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      ip -n "$qs" neigh replace "$(qsfl_srv_addr6 "$n")" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      # IPv4 inside IPv4, IPv6 inside IPv6 (the servers terminate both)
+      ip -n "$qs" link add qsfl-sv4 type vxlan id "$QSFL_VNI" dstport 4789 local "$QSFL_TX_ADDR" \
+        remote "$(qsfl_srv_addr "$n")" dev qsfl-tx nolearning || return 1
+      ip -n "$qs" link add qsfl-sv6 type vxlan id "$QSFL_VNI" dstport 4789 local "$QSFL_TX_ADDR6" \
+        remote "$(qsfl_srv_addr6 "$n")" dev qsfl-tx nolearning || return 1
+      local v
+      for v in qsfl-sv4 qsfl-sv6; do
+        ip -n "$qs" link set "$v" mtu 1500 addrgenmode none && qsfl_no_offload "$qs" "$v" &&
+          ip -n "$qs" link set "$v" up || return 1
+      done
+      ip -n "$qs" route add "$QSFL_VIP/32" dev qsfl-sv4 || return 1
+      ip -n "$qs" -6 route add "$QSFL_VIP6/128" dev qsfl-sv6 || return 1
+      ip -n "$qs" neigh replace "$QSFL_VIP" lladdr "$(qsfl_srv_vxmac "$n")" nud permanent dev qsfl-sv4
+      ip -n "$qs" neigh replace "$QSFL_VIP6" lladdr "$(qsfl_srv_vxmac "$n")" nud permanent dev qsfl-sv6
+      ;;
+    *) echo "qsfl_standin: l2, vxlan or off, not '$mode'"; return 1 ;;
+  esac
+}
+
+qsfl_down() {
+  [ -n "${QSFL_PREFIX:-}" ] || return 0
+  local ns n names=(cli rt qs br)
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do names+=("srv$n"); done
+  for ns in "${names[@]}"; do
+    ip netns pids "$(qsfl_ns "$ns")" 2>/dev/null | xargs -r kill -9 2>/dev/null
+  done
+  for ns in "${names[@]}"; do
+    ip netns del "$(qsfl_ns "$ns")" 2>/dev/null
+  done
+  return 0
+}
