@@ -149,7 +149,9 @@ qsfl_up() {
 
   # the fleet bridge
   ip -n "$br" link add qsfl-br type bridge forward_delay 0 stp_state 0 || return 1
-  ip -n "$br" link set qsfl-br mtu "$QSFL_SEG_MTU" || return 1
+  # The bridge has no address, and no multicast either: nothing of its own
+  # (IGMP reports) reaches the servers.
+  ip -n "$br" link set qsfl-br mtu "$QSFL_SEG_MTU" multicast off type bridge mcast_snooping 0 || return 1
   # quicsteer's TX port
   ip -n "$qs" link add qsfl-tx type veth peer name qsfl-pq netns "$br" || return 1
   qsfl_link "$qs" qsfl-tx "$QSFL_TX_MAC" "$QSFL_SEG_MTU" || return 1
@@ -264,7 +266,7 @@ qsfl_standin() {
         remote "$(qsfl_srv_addr6 "$n")" dev qsfl-tx nolearning || return 1
       local v
       for v in qsfl-sv4 qsfl-sv6; do
-        ip -n "$qs" link set "$v" mtu 1500 addrgenmode none && qsfl_no_offload "$qs" "$v" &&
+        ip -n "$qs" link set "$v" mtu 1500 addrgenmode none multicast off && qsfl_no_offload "$qs" "$v" &&
           ip -n "$qs" link set "$v" up || return 1
       done
       ip -n "$qs" route add "$QSFL_VIP/32" dev qsfl-sv4 || return 1
