@@ -10,7 +10,7 @@
 #      N, for N = 0..3): one download over IPv4 and one over IPv6 to each
 #      server, with the right sha256; only server N may see a connection, and
 #      the captures in front of the servers must pass the checks of step 3
-#      (the kernel delivers as MODE says, from quicsteer's TX port).
+#      (the kernel delivers as MODE says, from one source MAC).
 #   1. quicsteer with the fleet profile, over IPv4 and over IPv6: 20
 #      downloads and 4 uploads of 5 MiB without migration; 10 and 2 with an
 #      active migration to a new port, then to a new address; 10 downloads
@@ -24,8 +24,8 @@
 #      not have; every packet that reached server N and carries a CID some
 #      server issued carries one of server N's (the server of its server
 #      ID); every CID issued decodes to its server's ID; the frames are
-#      delivered as MODE says (l2: destination MAC the server's, source
-#      quicsteer's TX port; vxlan: VNI 42 from 10.78.2.2 / fd78:2::2, inner
+#      delivered as MODE says (l2: destination MAC the server's, one source
+#      MAC, the TX port's; vxlan: VNI 42 from 10.78.2.2 / fd78:2::2, inner
 #      destination MAC the server's VXLAN MAC); all four servers used; no
 #      leaked mbuf.
 #
