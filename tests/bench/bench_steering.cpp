@@ -15,6 +15,12 @@
 //                     lookup, the 4-tuple's hash and lookup, then the hash ring
 //   single_pass_unbatched  classify() frame by frame (AES not overlapped)
 //   fixture_mix       classify_burst() over every fixture frame (all header kinds)
+//   ring_lookup/N     ConsistentHashRing::owner_for() alone, N owners of 128
+//                     points, over random hashes (the fallback's last step)
+//   maglev_lookup/N   MaglevTable::target_for() alone, N equal-weight backends
+//                     (the chosen size: 65537 slots for both N)
+//   maglev_build/N    building that table of N backends (per table, not per
+//                     packet: no burst counter)
 //
 // Fairness of the reference: it walks the same frames in the same burst loop,
 // checks lengths before every read as the parser does, and ends with an owner
@@ -34,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "steering/consistent_hash.h"
+#include "steering/maglev.h"
 #include "steering/packet_classifier.h"
 #include "tests/steering/packet_fixtures.h"
 
@@ -263,6 +271,69 @@ void BM_fixture_mix(benchmark::State& state) {
   run_classify_burst(state, set, qs::ResolveMethod::kFallbackDcid);  // fixture 0 is an Initial
 }
 
+// The two fallback choices by themselves, from a hash to an owner or a
+// backend: 1024 random hashes (in L1), the table or ring wherever its size
+// puts it (65537 two-octet slots: L2).
+const std::vector<std::uint64_t>& random_hashes() {
+  static const std::vector<std::uint64_t> hashes = [] {
+    std::mt19937_64 rng(17);
+    std::vector<std::uint64_t> v(kFrames);
+    for (auto& h : v) h = rng();
+    return v;
+  }();
+  return hashes;
+}
+
+const qs::SipHashKey kBenchKey{0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL};
+
+template <typename Lookup>
+void run_lookups(benchmark::State& state, const Lookup& lookup) {
+  const std::vector<std::uint64_t>& hashes = random_hashes();
+  std::uint16_t out[kBurst];
+  std::size_t off = 0;
+  for (auto _ : state) {
+    for (unsigned i = 0; i < kBurst; ++i) out[i] = lookup(hashes[off + i]);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+    off = (off + kBurst) % kFrames;
+  }
+  state.counters["burst"] = kBurst;
+}
+
+void BM_ring_lookup(benchmark::State& state) {
+  std::vector<unsigned> lcores;
+  for (unsigned i = 0; i < unsigned(state.range(0)); ++i) lcores.push_back(i + 1);
+  const qs::ConsistentHashRing ring(lcores, kBenchKey, 128);
+  run_lookups(state, [&](std::uint64_t h) { return ring.owner_for(h); });
+}
+
+struct Backends {
+  std::vector<std::string> names;
+  std::vector<qs::MaglevMember> members;
+  explicit Backends(std::size_t n) {
+    names.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      names.push_back("server-" + std::to_string(i));
+      members.push_back({names.back(), 1, std::uint16_t(i)});
+    }
+  }
+};
+
+void BM_maglev_lookup(benchmark::State& state) {
+  const Backends backends(std::size_t(state.range(0)));
+  const qs::MaglevTable table(backends.members, kBenchKey);
+  state.counters["slots"] = table.size();
+  run_lookups(state, [&](std::uint64_t h) { return table.target_for(h); });
+}
+
+void BM_maglev_build(benchmark::State& state) {
+  const Backends backends(std::size_t(state.range(0)));
+  for (auto _ : state) {
+    const qs::MaglevTable table(backends.members, kBenchKey);
+    benchmark::DoNotOptimize(table.entry(0));
+  }
+}
+
 BENCHMARK(BM_jhash_reference);
 BENCHMARK(BM_parse);
 BENCHMARK(BM_plaintext);
@@ -274,6 +345,9 @@ BENCHMARK(BM_learned_hit);
 BENCHMARK(BM_learned_miss);
 BENCHMARK(BM_single_pass_unbatched);
 BENCHMARK(BM_fixture_mix);
+BENCHMARK(BM_ring_lookup)->Arg(2)->Arg(64);
+BENCHMARK(BM_maglev_lookup)->Arg(2)->Arg(1000);
+BENCHMARK(BM_maglev_build)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
