@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --json) json_out=${2:?--json needs a file}; shift 2 ;;
     --repetitions) reps=${2:?--repetitions needs a number}; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
