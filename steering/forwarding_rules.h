@@ -20,7 +20,9 @@
 //     the same 4-tuple hits the 4-tuple, whose owner the new DCID then learns.
 // A connection's first Initial is routed by the hash as without tables, so
 // every packet of a connection that does not migrate to a new CID lands on
-// the owner of its first Initial. An active migration (new CID and new
+// the owner of its first Initial. What the tables record is the resolver's
+// target (OwnerResolver): the owner, or with backends the backend, so that a
+// connection keeps its server, not only its lcore. An active migration (new CID and new
 // 4-tuple at once) cannot be followed without QUIC-LB CIDs: it is routed by
 // the hash and counted as fallback_unknown_cid.
 //
@@ -133,11 +135,11 @@ class ForwardingTables {
         // handshake's packets find theirs present and skip it).
         if (learn(cid, owner, now_ms, counts) == ForwardingTable::Insert::kInserted)
           learn(tuple_key(frame, p), owner, now_ms, counts);
-        return {owner, ResolveMethod::kLearnedSetup};
+        return r.resolution(owner, ResolveMethod::kLearnedSetup);
       }
-      const Resolution known = resolve_known(frame, p, cid, now_ms, counts);
+      const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
-      const std::uint16_t hashed = r.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len);
+      const std::uint16_t hashed = r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len);
       if (p.opens_connection) {
         switch (setup_.insert(setup, hashed, now_ms)) {
           case ForwardingTable::Insert::kInserted: ++counts.setups; break;
@@ -146,25 +148,25 @@ class ForwardingTables {
           case ForwardingTable::Insert::kFull: break;
         }
       }
-      return {hashed, ResolveMethod::kFallbackDcid};
+      return r.resolution(hashed, ResolveMethod::kFallbackDcid);
     }
-    const Resolution known = resolve_known(frame, p, cid, now_ms, counts);
+    const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
     if (known.routed()) return known;
-    return {r.fallback_owner_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackUnknownCid};
+    return r.resolution(r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackUnknownCid);
   }
 
  private:
   static constexpr std::uint64_t kTupleSeed = 0x5475706c65ull;  // keys of different kinds never meet by design
   static constexpr std::uint64_t kSetupSeed = 0x5365747570ull;
 
-  Resolution resolve_known(const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t cid,
-                           std::uint32_t now_ms, LearnCounts& counts) {
+  Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
+                           std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
     std::uint16_t owner = established_.find(cid, now_ms);
-    if (owner != ForwardingTable::kNone) return {owner, ResolveMethod::kLearnedCid};
+    if (owner != ForwardingTable::kNone) return r.resolution(owner, ResolveMethod::kLearnedCid);
     owner = established_.find(tuple_key(frame, p), now_ms);
     if (owner != ForwardingTable::kNone) {
       learn(cid, owner, now_ms, counts);
-      return {owner, ResolveMethod::kLearnedTuple};
+      return r.resolution(owner, ResolveMethod::kLearnedTuple);
     }
     return {};
   }

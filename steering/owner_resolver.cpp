@@ -79,6 +79,14 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     sid_lengths.insert(lb.server_id_len);
   }
   std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>> routes;
+  if (!config.backends.empty()) {
+    build_backends(config, sid_lengths, routes);
+    server_ids_.build(routes);
+    return;
+  }
+  target_owner_.resize(owner_lcores_.size());
+  for (std::size_t i = 0; i < owner_lcores_.size(); ++i) target_owner_[i] = std::uint16_t(i);
+  target_backend_.assign(owner_lcores_.size(), kNoBackend);
   for (const ServerRoute& route : config.server_routes) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), route.owner_lcore);
     if (owner == owner_lcores_.end())
@@ -92,6 +100,43 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     routes.emplace_back(route.server_id, std::uint16_t(owner - owner_lcores_.begin()));
   }
   server_ids_.build(routes);
+}
+
+void OwnerResolver::build_backends(const SteeringConfig& config, const std::set<std::uint8_t>& sid_lengths,
+                                   std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes) {
+  if (!config.server_routes.empty())
+    throw std::invalid_argument("steering: server routes and backends together (server IDs belong to backends)");
+  if (config.backends.size() > kMaxBackends)
+    throw std::invalid_argument("steering: more than " + std::to_string(kMaxBackends) + " backends");
+  std::size_t slots = 0;
+  for (const BackendConfig& b : config.backends) slots = std::max<std::size_t>(slots, b.slot + 1u);
+  target_owner_.assign(slots, kNoOwner);
+  target_backend_.assign(slots, kNoBackend);
+  std::vector<MaglevMember> active;
+  for (const BackendConfig& b : config.backends) {
+    const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), b.owner_lcore);
+    if (owner == owner_lcores_.end())
+      throw std::invalid_argument("steering: backend " + b.name + " is served by lcore " +
+                                  std::to_string(b.owner_lcore) + ", which is not an owner");
+    if (target_backend_[b.slot] != kNoBackend)
+      throw std::invalid_argument("steering: backend " + b.name + " has slot " + std::to_string(b.slot) +
+                                  ", which another backend has too");
+    target_owner_[b.slot] = std::uint16_t(owner - owner_lcores_.begin());
+    target_backend_[b.slot] = b.slot;
+    for (const auto& id : b.server_ids) {
+      if (!sid_lengths.count(std::uint8_t(id.size())))
+        throw std::invalid_argument("steering: backend " + b.name + "'s server ID " + to_hex(id) + " has " +
+                                    std::to_string(id.size()) +
+                                    " octets, which no QUIC-LB config's server_id_len matches");
+      routes.emplace_back(id, b.slot);
+    }
+    // Draining and down backends take no new connection: they are not in
+    // the hash at all, and only their server IDs and what the tables
+    // learned still lead to them.
+    if (b.state == BackendState::kActive) active.push_back({b.name, b.weight, b.slot});
+  }
+  if (active.empty()) throw std::invalid_argument("steering: no active backend");
+  backend_hash_.emplace(std::move(active), key_);
 }
 
 }  // namespace qs

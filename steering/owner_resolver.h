@@ -4,6 +4,13 @@
 // that vector (0..n-1, for the dataplane's per-owner arrays); owner_lcore()
 // turns an index into the lcore id.
 //
+// Every rule below picks a TARGET: an owner index when the profile has no
+// backends, a backend slot when it has (SteeringConfig::backends). Server
+// IDs, the forwarding tables and the hashes all deal in targets; a
+// Resolution gives both the target's owner and, with backends, the backend
+// (resolution()). With backends the hash is a Maglev table over the active
+// backends, weighted (steering/maglev.h), not the ring over owners.
+//
 // In order:
 //   1. QUIC with a DCID whose first octet selects a configured QUIC-LB config
 //      that decodes it to a server ID listed in server_routes: that route's
@@ -32,10 +39,12 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "steering/cid_hash.h"
 #include "steering/consistent_hash.h"
+#include "steering/maglev.h"
 #include "steering/packet_parser.h"
 #include "steering/quic_lb.h"
 #include "steering/siphash.h"
@@ -61,14 +70,16 @@ inline constexpr std::size_t kResolveMethods = 8;
 std::string_view to_string(ResolveMethod m);
 
 inline constexpr std::uint16_t kNoOwner = 0xffff;
+inline constexpr std::uint16_t kNoBackend = 0xffff;
 
 struct Resolution {
   std::uint16_t owner_index = kNoOwner;
+  std::uint16_t backend = kNoBackend;  // the backend slot; kNoBackend without backends
   ResolveMethod how = ResolveMethod::kNone;
   bool routed() const { return owner_index != kNoOwner; }
 };
 
-// Server ID -> owner index, filled once. One- and two-octet IDs (up to 65536
+// Server ID -> target (owner index or backend slot), filled once. One- and two-octet IDs (up to 65536
 // servers, the usual case) index a direct table; longer ones an
 // open-addressing hash table.
 class ServerIdMap {
@@ -178,6 +189,12 @@ class OwnerResolver {
                          QuicLbCodec::AesBackend backend = QuicLbCodec::AesBackend::kAuto);
 
   std::size_t owner_count() const { return owner_lcores_.size(); }
+  bool has_backends() const { return backend_hash_.has_value(); }
+  // What a target stands for. Targets come from this resolver's own tables,
+  // so every one is in range.
+  Resolution resolution(std::uint16_t target, ResolveMethod how) const {
+    return {target_owner_[target], target_backend_[target], how};
+  }
   unsigned owner_lcore(std::uint16_t owner_index) const { return owner_lcores_[owner_index]; }
   const std::vector<unsigned>& owner_lcores() const { return owner_lcores_; }
 
@@ -186,20 +203,30 @@ class OwnerResolver {
     const auto& c = codecs_[quic_lb_config_id(first_octet)];
     return c ? &*c : nullptr;
   }
-  std::uint16_t owner_for_server_id(const std::uint8_t* id, std::size_t len) const {
+  // The target of a server ID, or kNoOwner.
+  std::uint16_t target_for_server_id(const std::uint8_t* id, std::size_t len) const {
     return server_ids_.find(id, len);
   }
   // The same, for an ID at the start of a 16-octet buffer (decode_many output).
-  std::uint16_t owner_for_server_id_block(const std::uint8_t id[16], std::size_t len) const {
+  std::uint16_t target_for_server_id_block(const std::uint8_t id[16], std::size_t len) const {
     std::uint64_t mask_a, mask_b;
     ServerIdMap::key_masks(len, mask_a, mask_b);
     return server_ids_.find_wide(id, len, mask_a, mask_b);
   }
+  // The hash's target for a keyed hash: the ring over owners, or with
+  // backends the Maglev table over the active ones.
+  std::uint16_t target_for_hash(std::uint64_t hash) const {
+    return backend_hash_ ? backend_hash_->target_for(hash) : ring_.owner_for(hash);
+  }
+  std::uint16_t fallback_target_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
+    return target_for_hash(dcid_hash(dcid, len));
+  }
+  // The owner index the hash gives (its target's owner).
   std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
-    return ring_.owner_for(dcid_hash(dcid, len));
+    return target_owner_[fallback_target_for_dcid(dcid, len)];
   }
   std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const {
-    return ring_.owner_for(tuple_hash(frame, p));
+    return target_owner_[target_for_hash(tuple_hash(frame, p))];
   }
   // The keyed hashes the fallback ring uses.
   std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return cid_hash_.hash(dcid, len); }
@@ -209,7 +236,7 @@ class OwnerResolver {
     cid_hash_.hash_many(dcids, lens, readable, n, out);
   }
   std::uint64_t tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
-  std::uint16_t owner_for_hash(std::uint64_t hash) const { return ring_.owner_for(hash); }
+  std::uint16_t owner_for_hash(std::uint64_t hash) const { return target_owner_[target_for_hash(hash)]; }
 
   // QUIC-LB alone: the owner of the DCID's server ID, or kNoOwner (how =
   // kNone) when the DCID is not routable by the profile's configs.
@@ -221,18 +248,18 @@ class OwnerResolver {
     if (cp.kind == Codepoint::kPlaintext) {
       // The server ID is right there in the DCID: no copy, no codec call.
       if (len >= cp.cid_len && (!cp.self_encode || quic_lb_self_encoded_len(dcid[0]) == len)) {
-        const std::uint16_t owner =
+        const std::uint16_t target =
             readable >= 17
                 ? server_ids_.find_wide(dcid + 1, cp.server_id_len, cp.mask_a, cp.mask_b)
                 : server_ids_.find(dcid + 1, cp.server_id_len);
-        if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
+        if (target != kNoOwner) return resolution(target, ResolveMethod::kQuicLb);
       }
     } else if (cp.kind == Codepoint::kEncrypted) {
       const QuicLbCodec& codec = *codecs_[quic_lb_config_id(dcid[0])];
       std::uint8_t server_id[16];
       if (codec.decode(dcid, len, server_id)) {
-        const std::uint16_t owner = server_ids_.find(server_id, cp.server_id_len);
-        if (owner != kNoOwner) return {owner, ResolveMethod::kQuicLb};
+        const std::uint16_t target = server_ids_.find(server_id, cp.server_id_len);
+        if (target != kNoOwner) return resolution(target, ResolveMethod::kQuicLb);
       }
     }
     return {};
@@ -243,7 +270,7 @@ class OwnerResolver {
                                                  std::size_t readable = 0) const {
     const Resolution r = resolve_quic_lb(dcid, len, readable);
     if (r.routed()) return r;
-    return {fallback_owner_for_dcid(dcid, len), ResolveMethod::kFallbackDcid};
+    return resolution(fallback_target_for_dcid(dcid, len), ResolveMethod::kFallbackDcid);
   }
 
   // Whether a DCID's codepoint has an encrypted config (classify_burst
@@ -260,10 +287,10 @@ class OwnerResolver {
         if (p.dcid_len > 0 && mode_ == SteeringMode::kCid) return resolve_dcid(p.dcid(frame), p.dcid_len);
         [[fallthrough]];
       case Verdict::kNotQuic:
-        return {fallback_owner_for_tuple(frame, p), ResolveMethod::kFallbackTuple};
+        return resolution(target_for_hash(tuple_hash(frame, p)), ResolveMethod::kFallbackTuple);
       case Verdict::kNotUdp:
         if (p.ip_version != 0)
-          return {fallback_owner_for_tuple(frame, p), ResolveMethod::kFallbackTuple};
+          return resolution(target_for_hash(tuple_hash(frame, p)), ResolveMethod::kFallbackTuple);
         return {};
       case Verdict::kMalformed:
         return {};
@@ -272,6 +299,8 @@ class OwnerResolver {
   }
 
  private:
+  void build_backends(const SteeringConfig& config, const std::set<std::uint8_t>& sid_lengths,
+                      std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>>& routes);
   // What resolve_dcid() needs per codepoint, in one small array.
   struct Codepoint {
     enum Kind : std::uint8_t { kNone, kPlaintext, kEncrypted };
@@ -290,6 +319,11 @@ class OwnerResolver {
   SipHashKey key_;
   CidHash cid_hash_;
   ConsistentHashRing ring_;
+  std::optional<MaglevTable> backend_hash_;  // with backends only
+  // By target: its owner index, and its backend slot (kNoBackend without
+  // backends, where targets are owners). Slots of no backend have kNoOwner.
+  std::vector<std::uint16_t> target_owner_;
+  std::vector<std::uint16_t> target_backend_;
 };
 
 namespace resolver_detail {

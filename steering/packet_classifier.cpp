@@ -71,11 +71,11 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
       for (unsigned j = 0; j < k; ++j) {
         const unsigned i = base + members[cp][j];
         Resolution& r = out[i].resolution;
-        const std::uint16_t owner =
-            ok[j] ? resolver_.owner_for_server_id_block(server_ids[j], codec.server_id_len())
+        const std::uint16_t target =
+            ok[j] ? resolver_.target_for_server_id_block(server_ids[j], codec.server_id_len())
                   : kNoOwner;
-        if (owner != kNoOwner) {
-          r = {owner, ResolveMethod::kQuicLb};
+        if (target != kNoOwner) {
+          r = resolver_.resolution(target, ResolveMethod::kQuicLb);
         } else {
           unrouted[members[cp][j]] = true;
           hash_cids[hashes_due] = cids[j];
@@ -91,7 +91,8 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
       std::uint64_t hashes[kChunk];
       resolver_.dcid_hash_many(hash_cids, hash_lens, hash_readable, hashes_due, hashes);
       for (unsigned j = 0; j < hashes_due; ++j)
-        out[base + hash_at[j]].resolution = {resolver_.owner_for_hash(hashes[j]), ResolveMethod::kFallbackDcid};
+        out[base + hash_at[j]].resolution =
+            resolver_.resolution(resolver_.target_for_hash(hashes[j]), ResolveMethod::kFallbackDcid);
       continue;
     }
     // Hash every DCID and ask for its bucket first, so that the table's

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -336,6 +337,108 @@ TEST(OwnerResolverMode, FourTupleIgnoresTheDcidCidFollowsIt) {
     EXPECT_EQ(burst[i].resolution.owner_index,
               by_tuple.classify(frames[i].data(), frames[i].size()).resolution.owner_index);
   }
+}
+
+}  // namespace
+}  // namespace qs
+
+// Backends: the resolver's targets become backend slots.
+namespace qs {
+namespace {
+
+SteeringConfig fleet(unsigned n, const std::vector<BackendState>& states = {}) {
+  SteeringConfig s;
+  s.owner_lcores = {1, 2};
+  s.fallback_key = counting_key();
+  QuicLbConfig lb;
+  lb.config_id = 0;
+  lb.server_id_len = 2;
+  lb.nonce_len = 6;
+  s.quic_lb.push_back(lb);
+  for (unsigned i = 0; i < n; ++i) {
+    BackendConfig b;
+    b.name = "srv" + std::to_string(i);
+    b.server_ids = {{0x0a, std::uint8_t(i)}};
+    b.owner_lcore = 1 + i % 2;
+    // Slots need not follow profile order (a reload keeps each backend's).
+    b.slot = std::uint16_t(3 * i + 1);
+    if (i < states.size()) b.state = states[i];
+    s.backends.push_back(b);
+  }
+  return s;
+}
+
+std::vector<std::uint8_t> plaintext_cid(std::uint8_t server_low, std::uint8_t nonce) {
+  return {0x00, 0x0a, server_low, nonce, 1, 2, 3, 4, 5};
+}
+
+TEST(BackendResolution, ServerIdGivesItsBackendAndTheBackendsOwner) {
+  const OwnerResolver r(fleet(6));
+  ASSERT_TRUE(r.has_backends());
+  for (unsigned i = 0; i < 6; ++i) {
+    const auto cid = plaintext_cid(std::uint8_t(i), 9);
+    const Resolution res = r.resolve_quic_lb(cid.data(), cid.size());
+    ASSERT_EQ(res.how, ResolveMethod::kQuicLb);
+    EXPECT_EQ(res.backend, 3 * i + 1);
+    EXPECT_EQ(res.owner_index, i % 2) << "backend " << i << " is served by lcore " << 1 + i % 2;
+  }
+  // Without backends no resolution names one.
+  SteeringConfig plain = fleet(0);
+  plain.server_routes.push_back({{0x0a, 0x00}, 2});
+  const OwnerResolver p(plain);
+  EXPECT_FALSE(p.has_backends());
+  const auto cid = plaintext_cid(0, 9);
+  EXPECT_EQ(p.resolve_quic_lb(cid.data(), cid.size()).backend, kNoBackend);
+  EXPECT_EQ(p.resolve_quic_lb(cid.data(), cid.size()).owner_index, 1u);
+}
+
+TEST(BackendResolution, TheHashPicksOnlyActiveBackendsWhateverTheOrderOfTheList) {
+  const std::vector<BackendState> states = {BackendState::kActive, BackendState::kDraining, BackendState::kActive,
+                                            BackendState::kDown, BackendState::kActive, BackendState::kActive};
+  const SteeringConfig config = fleet(6, states);
+  SteeringConfig reversed = config;
+  std::reverse(reversed.backends.begin(), reversed.backends.end());
+  const OwnerResolver r(config), rr(reversed);
+  std::map<std::uint16_t, unsigned> hits;
+  std::mt19937_64 rng(5);
+  for (int k = 0; k < 20000; ++k) {
+    std::uint8_t dcid[8];
+    for (auto& b : dcid) b = std::uint8_t(rng());
+    dcid[0] = 0xe0;  // codepoint 7: never QUIC-LB
+    const Resolution a = r.resolve_dcid(dcid, sizeof dcid);
+    ASSERT_EQ(a.how, ResolveMethod::kFallbackDcid);
+    ASSERT_EQ(a.backend, rr.resolve_dcid(dcid, sizeof dcid).backend) << "two appliances must agree";
+    ASSERT_EQ(a.owner_index, (a.backend - 1) / 3 % 2);
+    ++hits[a.backend];
+  }
+  EXPECT_EQ(hits.count(3 * 1 + 1), 0u) << "draining";
+  EXPECT_EQ(hits.count(3 * 3 + 1), 0u) << "down";
+  ASSERT_EQ(hits.size(), 4u);
+  for (const auto& [slot, n] : hits) EXPECT_NEAR(n, 5000, 500) << "slot " << slot;
+  // A draining or down backend's own CIDs still name it: its connections
+  // go on (the data path drops a down backend's packets, counted).
+  const auto cid = plaintext_cid(1, 9);
+  EXPECT_EQ(r.resolve_quic_lb(cid.data(), cid.size()).backend, 4u);
+}
+
+TEST(BackendResolution, RefusesWhatItCannotRoute) {
+  SteeringConfig c = fleet(3);
+  c.backends[1].owner_lcore = 9;
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument);
+  c = fleet(3);
+  c.backends[2].slot = c.backends[0].slot;
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument);
+  c = fleet(3, {BackendState::kDraining, BackendState::kDown, BackendState::kDraining});
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument) << "no active backend";
+  c = fleet(3);
+  c.backends[0].server_ids = {{1, 2, 3}};
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument) << "no config has 3-octet server IDs";
+  c = fleet(3);
+  c.server_routes.push_back({{0x0a, 0x07}, 1});
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument) << "server routes and backends together";
+  c = fleet(3);
+  c.backends[2].server_ids = c.backends[0].server_ids;
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument) << "one server ID, two backends";
 }
 
 }  // namespace
