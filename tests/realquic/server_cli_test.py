@@ -36,7 +36,7 @@ class ServerCli(unittest.TestCase):
             (("--profile", PROFILE, "--server-id", "0a01", "--timeout", "x"), "not a number of seconds"),
             (("--profile", PROFILE, "--server-id", "zz"), "--server-id: not hex octets"),
             (("--profile", PROFILE, "--server-id", "0a0102"), "no steering.quic_lb config with server_id_len 3"),
-            (("--profile", PROFILE, "--server-id", "0a03"), "server id 0a03 is not in steering.servers"),
+            (("--profile", PROFILE, "--server-id", "0a03"), "server id 0a03 is in neither steering.servers nor a backend"),
             (("--profile", PROFILE, "--server-id", "0a01", "--config-id", "4"), "no steering.quic_lb config with config_id 4"),
         ]
         for args, message in cases:

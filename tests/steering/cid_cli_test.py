@@ -118,7 +118,7 @@ def classify(*args):
     rc, out, err = run("classify", *args)
     check(rc == 0 and err == "", f"classify {args}: rc {rc}, stderr {err!r}")
     lines = out.splitlines()
-    check(lines[:1] == ["frame,verdict,form,type,version,dcid,scid,owner,rule"], f"header line {lines[:1]}")
+    check(lines[:1] == ["frame,verdict,form,type,version,dcid,scid,owner,rule,backend"], f"header line {lines[:1]}")
     return [line.split(",") for line in lines[1:]]
 
 

@@ -44,7 +44,7 @@ const char* kUsage =
     "decode  prints the server ID in lowercase hex, or 'unroutable' when the CID does not\n"
     "        belong to the config (other codepoint, too short, self-encoded length wrong).\n"
     "classify reads an Ethernet pcap and prints one CSV row per frame:\n"
-    "        frame,verdict,form,type,version,dcid,scid,owner,rule\n"
+    "        frame,verdict,form,type,version,dcid,scid,owner,rule,backend\n"
     "        frame counts from 1; verdict quic|not_quic|not_udp|malformed:REASON; form\n"
     "        long|short|-; type initial|0rtt|handshake|retry|vn|1rtt|-; version 0x%08x or -;\n"
     "        dcid/scid lowercase hex (empty when none); owner the lcore the profile's\n"
@@ -54,7 +54,8 @@ const char* kUsage =
     "        hash of the DCID or 4-tuple), or -. With steering.forwarding enabled the\n"
     "        capture is replayed through the data path's rules in order, the tables\n"
     "        learning from each frame and ageing by the capture's timestamps, so the\n"
-    "        owner column is what the data path would pick for that capture.\n"
+    "        owner column is what the data path would pick for that capture. backend is\n"
+    "        the name of the profile's backend the frame goes to, or - (no backends).\n"
     "        Frames are judged by their length on the wire: a capture with a short snaplen\n"
     "        (tcpdump -s 128) holds the headers, and a payload cut by the snaplen is not\n"
     "        malformed; classify says once on stderr that the capture was truncated. A frame\n"
@@ -274,7 +275,12 @@ int run_classify(Args& args) {
                              std::to_string(pcap_datalink(pcap)) +
                              " is not Ethernet");
 
-  std::cout << "frame,verdict,form,type,version,dcid,scid,owner,rule\n";
+  std::cout << "frame,verdict,form,type,version,dcid,scid,owner,rule,backend\n";
+  std::vector<std::string> backend_names;  // by slot
+  for (const qs::BackendConfig& b : steering.backends) {
+    if (backend_names.size() <= b.slot) backend_names.resize(b.slot + 1u, "-");
+    backend_names[b.slot] = b.name;
+  }
   pcap_pkthdr* header = nullptr;
   const u_char* data = nullptr;
   unsigned long frame = 0;
@@ -302,12 +308,12 @@ int run_classify(Args& args) {
       data = wire.data();
     }
     if (cut_headers) {
-      std::cout << frame << ",truncated_capture,-,-,-,,,-,-\n";
+      std::cout << frame << ",truncated_capture,-,-,-,,,-,-,-\n";
       continue;
     }
     std::string verdict(qs::to_string(p.verdict));
     if (p.verdict == qs::Verdict::kMalformed) verdict += ":" + std::string(qs::to_string(p.reason));
-    std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-", rule = "-";
+    std::string form = "-", type = "-", version = "-", dcid, scid, owner = "-", rule = "-", backend = "-";
     if (p.is_quic()) {
       form = qs::to_string(p.form);
       type = qs::to_string(p.type);
@@ -330,10 +336,11 @@ int run_classify(Args& args) {
       if (r.routed()) {
         owner = std::to_string(classifier->resolver().owner_lcore(r.owner_index));
         rule = qs::to_string(r.how);
+        if (r.backend < backend_names.size()) backend = backend_names[r.backend];
       }
     }
     std::cout << frame << ',' << verdict << ',' << form << ',' << type << ',' << version << ','
-              << dcid << ',' << scid << ',' << owner << ',' << rule << '\n';
+              << dcid << ',' << scid << ',' << owner << ',' << rule << ',' << backend << '\n';
   }
   if (rc == PCAP_ERROR)
     throw std::runtime_error(*pcap_path + ": frame " + std::to_string(frame + 1) + ": " +

@@ -70,7 +70,7 @@ constexpr char kUsage[] =
     "given server ID, in the QUIC-LB configuration that the quicsteer PROFILE lists\n"
     "for it. Run one per owner lcore, each with a server ID the profile routes to it.\n"
     "\n"
-    "  --profile FILE          quicsteer profile: steering.quic_lb and steering.servers\n"
+    "  --profile FILE          quicsteer profile: steering.quic_lb and steering.servers (or backends)\n"
     "  --server-id HEX         this server's ID (server_id_len octets of a QUIC-LB config)\n"
     "  --config-id N           the QUIC-LB config to mint with (default: the first one whose\n"
     "                          server_id_len fits the ID)\n"
@@ -1357,11 +1357,18 @@ int main(int argc, char** argv) {
                  server_id.size(), unsigned(config->config_id), unsigned(config->server_id_len));
     return 2;
   }
-  const auto route = std::find_if(steering.server_routes.begin(), steering.server_routes.end(),
-                                  [&](const qs::ServerRoute& r) { return r.server_id == server_id; });
-  if (route == steering.server_routes.end()) {
-    std::fprintf(stderr, "quicsteer-server: %s: server id %s is not in steering.servers, so quicsteer would not route "
-                 "its CIDs to an owner\n", opts.profile.c_str(), qs::to_hex(server_id).c_str());
+  // Who quicsteer sends this server's CIDs to: an owner lcore, or a backend
+  // (and the owner lcore that serves it).
+  std::string routed_to;
+  for (const qs::ServerRoute& r : steering.server_routes)
+    if (r.server_id == server_id) routed_to = "owner lcore " + std::to_string(r.owner_lcore);
+  for (const qs::BackendConfig& b : steering.backends)
+    if (std::find(b.server_ids.begin(), b.server_ids.end(), server_id) != b.server_ids.end())
+      routed_to = "backend " + b.name + " (owner lcore " + std::to_string(b.owner_lcore) + ")";
+  if (routed_to.empty()) {
+    std::fprintf(stderr, "quicsteer-server: %s: server id %s is in neither steering.servers nor a backend's "
+                 "server_ids, so quicsteer would not route its CIDs\n", opts.profile.c_str(),
+                 qs::to_hex(server_id).c_str());
     return 2;
   }
   if (!opts.listen) {
@@ -1376,8 +1383,8 @@ int main(int argc, char** argv) {
   }
   try {
     qs::QuicLbCodec codec(*config);
-    std::fprintf(stderr, "quicsteer-server: %s routes server id %s to owner lcore %u\n", opts.profile.c_str(),
-                 qs::to_hex(server_id).c_str(), route->owner_lcore);
+    std::fprintf(stderr, "quicsteer-server: %s routes server id %s to %s\n", opts.profile.c_str(),
+                 qs::to_hex(server_id).c_str(), routed_to.c_str());
     Server server(std::move(opts), std::move(codec), std::move(server_id));
     g_server = &server;
     struct sigaction sa{};
