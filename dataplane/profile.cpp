@@ -59,6 +59,9 @@ constexpr std::size_t kMaxPortNameLength = 32;
 // Per-lcore synthetic cost may stall an owner for tens of milliseconds a
 // packet (a stuck owner in experiments); the profile-wide one stays modest.
 constexpr std::uint32_t kMaxLcoreCostCycles = 100000000;
+constexpr std::size_t kMaxBackendNameLength = 32;
+constexpr std::uint32_t kMaxBackendWeight = 1000;
+constexpr std::uint32_t kMaxVxlanVni = (1u << 24) - 1;  // 24 bits (RFC 7348)
 
 // A value with where it came from: the node, its position and its dotted key.
 struct Field {
@@ -223,6 +226,57 @@ class Decoder {
     return key;
   }
 
+  // A unicast IPv4 address as a dotted quad (inet_pton's spelling: four
+  // decimal octets, nothing else).
+  std::array<std::uint8_t, 4> ipv4(const Field& f) const {
+    const std::string s = text(f);
+    std::array<std::uint8_t, 4> a{};
+    if (::inet_pton(AF_INET, s.c_str(), a.data()) != 1) {
+      fail(f, "expected an IPv4 address (dotted quad, e.g. 10.0.0.1), got '" + s + "'");
+    }
+    if (a == std::array<std::uint8_t, 4>{} || a == std::array<std::uint8_t, 4>{255, 255, 255, 255} ||
+        (a[0] & 0xf0) == 0xe0) {
+      fail(f, "expected a unicast IPv4 address, got '" + s + "' (unspecified, broadcast or multicast)");
+    }
+    return a;
+  }
+
+  // A unicast IPv6 address as inet_pton reads one ("fd00::1").
+  std::array<std::uint8_t, 16> ipv6(const Field& f) const {
+    const std::string s = text(f);
+    std::array<std::uint8_t, 16> a{};
+    if (::inet_pton(AF_INET6, s.c_str(), a.data()) != 1) {
+      fail(f, "expected an IPv6 address (e.g. \"fd00::1\"), got '" + s + "'");
+    }
+    if (a == std::array<std::uint8_t, 16>{} || a[0] == 0xff) {
+      fail(f, "expected a unicast IPv6 address, got '" + s + "' (unspecified or multicast)");
+    }
+    return a;
+  }
+
+  // A unicast Ethernet address: six octets of two hex digits joined by ':'.
+  // A group (multicast, broadcast) or all-zero address is no station.
+  std::array<std::uint8_t, 6> mac(const Field& f) const {
+    const std::string s = text(f);
+    std::array<std::uint8_t, 6> a{};
+    bool well_formed = s.size() == 17;
+    for (std::size_t i = 0; well_formed && i < a.size(); ++i) {
+      const char* octet = s.data() + 3 * i;
+      well_formed = std::isxdigit(static_cast<unsigned char>(octet[0])) &&
+                    std::isxdigit(static_cast<unsigned char>(octet[1])) && (i == 5 || octet[2] == ':');
+      if (well_formed) std::from_chars(octet, octet + 2, a[i], 16);
+    }
+    if (!well_formed) {
+      fail(f, "expected a MAC address as six hex octets joined by ':' (e.g. \"02:00:00:00:00:01\"), got '" + s +
+                  "'");
+    }
+    if ((a[0] & 0x01) != 0 || a == std::array<std::uint8_t, 6>{}) {
+      fail(f, "expected a unicast MAC address, got '" + s + "' (" +
+                  ((a[0] & 0x01) != 0 ? "a group address: multicast or broadcast" : "all zeros") + ")");
+    }
+    return a;
+  }
+
   // --- collections ---
 
   std::vector<Field> list(const Field& f) const {
@@ -313,6 +367,30 @@ bool valid_port_name(const std::string& name) {
   });
 }
 
+bool valid_backend_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxBackendNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// Addresses as the profile spells them (and as Decoder reads them back).
+std::string format_ipv4(const std::array<std::uint8_t, 4>& a) {
+  char buffer[INET_ADDRSTRLEN];
+  return ::inet_ntop(AF_INET, a.data(), buffer, sizeof buffer) ? buffer : "";
+}
+
+std::string format_ipv6(const std::array<std::uint8_t, 16>& a) {
+  char buffer[INET6_ADDRSTRLEN];
+  return ::inet_ntop(AF_INET6, a.data(), buffer, sizeof buffer) ? buffer : "";
+}
+
+std::string format_mac(const std::array<std::uint8_t, 6>& a) {
+  std::string s = to_hex(a.data(), 1);
+  for (std::size_t i = 1; i < a.size(); ++i) s += ":" + to_hex(a.data() + i, 1);
+  return s;
+}
+
 bool hex_digits(std::string_view s, std::size_t n) {
   return s.size() == n &&
          std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
@@ -393,8 +471,8 @@ class ProfileDecoder {
 
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
-                         {"eal", "ports", "mempool", "lcores", "rings", "steering", "backpressure", "action",
-                          "polling", "stats", "telemetry", "duration_s"});
+                         {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "backpressure",
+                          "action", "polling", "stats", "telemetry", "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
     }
@@ -404,6 +482,9 @@ class ProfileDecoder {
     decode_lcores(root.require("lcores"));
     if (auto f = root.get("rings")) decode_rings(*f);
     if (auto f = root.get("steering")) decode_steering(*f);
+    // After steering (server IDs need the QUIC-LB configs) and before the
+    // action (delivery needs the backends).
+    if (auto f = root.get("backends")) decode_backends(*f);
     decode_backpressure(root.get("backpressure"));
     decode_action(root, root.get("action"));
     if (auto f = root.get("polling")) decode_polling(*f);
@@ -611,7 +692,8 @@ class ProfileDecoder {
     }
     if (auto v = m.get("short_dcid_len")) s.short_dcid_len = d_.integer<std::uint8_t>(*v, 0, 20);
     if (auto v = m.get("quic_lb")) decode_quic_lb(*v);
-    if (auto v = m.get("servers")) decode_servers(*v);
+    servers_ = m.get("servers");
+    if (servers_) decode_servers(*servers_);
     if (auto v = m.get("fallback")) {
       const MapReader fb(d_, *v, {"key", "vnodes", "rekey_on_reload"});
       if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
@@ -670,26 +752,114 @@ class ProfileDecoder {
       ServerRoute route;
       const Field sid = m.require("server_id");
       route.server_id = d_.hex(sid, 1, 15);
-      const bool length_known = std::any_of(s.quic_lb.begin(), s.quic_lb.end(), [&](const QuicLbConfig& c) {
-        return c.server_id_len == route.server_id.size();
-      });
-      if (!length_known) {
-        std::vector<unsigned> lengths;
-        for (const QuicLbConfig& c : s.quic_lb) lengths.push_back(c.server_id_len);
-        d_.fail(sid, "server_id is " + std::to_string(route.server_id.size()) +
-                         " octets, but no steering.quic_lb config has that server_id_len (have: " +
-                         list_numbers(lengths) + ")");
-      }
+      check_server_id_length(sid, route.server_id, "server_id");
       const auto [seen, fresh] = server_index.emplace(
           std::string(route.server_id.begin(), route.server_id.end()), s.server_routes.size());
       if (!fresh) d_.fail(sid, "duplicate server_id (also steering.servers[" + std::to_string(seen->second) + "])");
-      const Field owner = m.require("owner");
-      route.owner_lcore = d_.integer<unsigned>(owner, 0, kMaxLcoreId);
-      if (std::find(s.owner_lcores.begin(), s.owner_lcores.end(), route.owner_lcore) == s.owner_lcores.end()) {
-        d_.fail(owner, "lcore " + std::to_string(route.owner_lcore) +
-                           " is not an owner lcore (owners: " + list_numbers(s.owner_lcores) + ")");
-      }
+      route.owner_lcore = owner_lcore(m.require("owner"));
       s.server_routes.push_back(std::move(route));
+    }
+  }
+
+  // A server ID is minted under some QUIC-LB config: its length must be one
+  // a config has.
+  void check_server_id_length(const Field& f, const std::vector<std::uint8_t>& id, const char* what) const {
+    const std::vector<QuicLbConfig>& configs = p_.steering.quic_lb;
+    const bool length_known = std::any_of(configs.begin(), configs.end(),
+                                          [&](const QuicLbConfig& c) { return c.server_id_len == id.size(); });
+    if (!length_known) {
+      std::vector<unsigned> lengths;
+      for (const QuicLbConfig& c : configs) lengths.push_back(c.server_id_len);
+      d_.fail(f, std::string(what) + " is " + std::to_string(id.size()) +
+                     " octets, but no steering.quic_lb config has that server_id_len (have: " + list_numbers(lengths) +
+                     ")");
+    }
+  }
+
+  unsigned owner_lcore(const Field& f) const {
+    const std::vector<unsigned>& owners = p_.steering.owner_lcores;
+    const auto id = d_.integer<unsigned>(f, 0, kMaxLcoreId);
+    if (std::find(owners.begin(), owners.end(), id) == owners.end()) {
+      d_.fail(f, "lcore " + std::to_string(id) + " is not an owner lcore (owners: " + list_numbers(owners) + ")");
+    }
+    return id;
+  }
+
+  void decode_backends(const Field& f) {
+    SteeringConfig& s = p_.steering;
+    const std::vector<Field> items = d_.list(f);
+    if (items.empty()) d_.fail(f, "at least one backend is required (leave backends out for none)");
+    if (items.size() > kMaxBackends) {
+      d_.fail(f, "at most " + std::to_string(kMaxBackends) + " backends, got " + std::to_string(items.size()));
+    }
+    if (!s.server_routes.empty()) {
+      d_.fail(f, "cannot be combined with steering.servers (line " + std::to_string(servers_->mark.line + 1) +
+                     "): with backends, each backend lists its own server_ids");
+    }
+    // What must be unique across backends -> the first backend that has it.
+    std::unordered_map<std::string, std::size_t> names, server_ids, addresses;
+    const auto first = [](std::unordered_map<std::string, std::size_t>& seen, std::string value, std::size_t i) {
+      return seen.emplace(std::move(value), i);
+    };
+    const auto also = [](std::size_t i) { return " (also backends[" + std::to_string(i) + "])"; };
+    std::size_t unassigned = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const MapReader m(d_, items[i],
+                        {"name", "server_ids", "ipv4", "ipv6", "mac", "vxlan_mac", "weight", "state", "owner"});
+      BackendConfig b;
+      const Field name = m.require("name");
+      b.name = d_.text(name);
+      if (!valid_backend_name(b.name)) {
+        d_.fail(name, "backend names are 1.." + std::to_string(kMaxBackendNameLength) +
+                          " of A-Z a-z 0-9 _ . -, got '" + b.name + "'");
+      }
+      if (const auto [seen, fresh] = first(names, b.name, i); !fresh) {
+        d_.fail(name, "duplicate backend name '" + b.name + "'" + also(seen->second));
+      }
+      if (auto v = m.get("server_ids")) {
+        for (const Field& sid : d_.list(*v)) {
+          std::vector<std::uint8_t> id = d_.hex(sid, 1, 15);
+          check_server_id_length(sid, id, "server ID");
+          if (const auto [seen, fresh] = first(server_ids, std::string(id.begin(), id.end()), i); !fresh) {
+            d_.fail(sid, "duplicate server ID " + to_hex(id) + also(seen->second));
+          }
+          b.server_ids.push_back(std::move(id));
+        }
+      }
+      if (auto v = m.get("ipv4")) {
+        b.ipv4 = d_.ipv4(*v);
+        if (const auto [seen, fresh] = first(addresses, format_ipv4(*b.ipv4), i); !fresh) {
+          d_.fail(*v, "duplicate address " + format_ipv4(*b.ipv4) + also(seen->second));
+        }
+      }
+      if (auto v = m.get("ipv6")) {
+        b.ipv6 = d_.ipv6(*v);
+        if (const auto [seen, fresh] = first(addresses, format_ipv6(*b.ipv6), i); !fresh) {
+          d_.fail(*v, "duplicate address " + format_ipv6(*b.ipv6) + also(seen->second));
+        }
+      }
+      b.mac = d_.mac(m.require("mac"));
+      if (auto v = m.get("vxlan_mac")) b.vxlan_mac = d_.mac(*v);
+      if (auto v = m.get("weight")) b.weight = d_.integer<std::uint32_t>(*v, 1, kMaxBackendWeight);
+      if (auto v = m.get("state")) {
+        b.state = d_.choice<BackendState>(*v, {{"active", BackendState::kActive},
+                                               {"draining", BackendState::kDraining},
+                                               {"down", BackendState::kDown}});
+      }
+      if (auto v = m.get("owner")) {
+        b.owner_lcore = owner_lcore(*v);
+      } else {
+        // Spread evenly: the k-th backend without an owner goes to the
+        // k-th owner, round robin, in profile order.
+        b.owner_lcore = s.owner_lcores[unassigned++ % s.owner_lcores.size()];
+      }
+      b.slot = static_cast<std::uint16_t>(i);
+      s.backends.push_back(std::move(b));
+      backend_maps_.push_back(m);
+    }
+    if (std::none_of(s.backends.begin(), s.backends.end(),
+                     [](const BackendConfig& b) { return b.state == BackendState::kActive; })) {
+      d_.fail(f, "no backend is active; at least one must take new connections (state: active)");
     }
   }
 
@@ -732,17 +902,18 @@ class ProfileDecoder {
 
   void decode_action(const MapReader& root, const std::optional<Field>& f) {
     ActionConfig& a = p_.action;
-    std::optional<Field> tx_port;
+    std::optional<Field> tx_port, delivery;
     std::optional<MapReader> m;
     if (f) {
-      m.emplace(d_, *f, std::initializer_list<std::string_view>{"type", "tx_port", "cost_cycles", "tx_drain_us",
-                                                                "max_connections", "idle_timeout_ms"});
+      m.emplace(d_, *f, std::initializer_list<std::string_view>{"type", "tx_port", "delivery", "cost_cycles",
+                                                                "tx_drain_us", "max_connections", "idle_timeout_ms"});
       if (auto v = m->get("type")) {
         a.type = d_.choice<OwnerAction>(*v, {{"forward", OwnerAction::kForward},
                                              {"reflect", OwnerAction::kReflect},
                                              {"sink", OwnerAction::kSink}});
       }
       tx_port = m->get("tx_port");
+      delivery = m->get("delivery");
       if (auto v = m->get("cost_cycles")) a.cost_cycles = d_.integer<std::uint32_t>(*v, 0, 1000000);
       if (auto v = m->get("tx_drain_us")) a.tx_drain_us = d_.integer<std::uint32_t>(*v, 1, 100000);
       if (auto v = m->get("max_connections")) a.max_connections = d_.integer<std::uint32_t>(*v, 1, 16u << 20);
@@ -768,10 +939,13 @@ class ProfileDecoder {
       a.tx_port = p_.port_index(name);
       if (a.tx_port < 0) d_.fail(*tx_port, "unknown port '" + name + "' (ports: " + list_names(p_.ports) + ")");
       check_tx_queues(static_cast<std::size_t>(a.tx_port), "the forward tx_port");
+      if (delivery) decode_delivery(*delivery);
     } else {
-      if (tx_port) {
-        d_.fail(*tx_port, std::string("only allowed when action.type is forward (type is ") +
-                              (a.type == OwnerAction::kReflect ? "reflect" : "sink") + ")");
+      for (const auto& forward_only : {tx_port, delivery}) {
+        if (forward_only) {
+          d_.fail(*forward_only, std::string("only allowed when action.type is forward (type is ") +
+                                     (a.type == OwnerAction::kReflect ? "reflect" : "sink") + ")");
+        }
       }
       a.tx_port = -1;
       if (a.type == OwnerAction::kReflect) {
@@ -779,6 +953,64 @@ class ProfileDecoder {
           if (p_.ports[i].rx_queues > 0) check_tx_queues(i, "an RX port and action.type is reflect");
         }
       }
+    }
+  }
+
+  void decode_delivery(const Field& f) {
+    DeliveryConfig& d = p_.action.delivery;
+    const MapReader m(d_, f,
+                      {"mode", "source_ipv4", "source_ipv6", "vxlan_vni", "vxlan_port", "vxlan_mac", "ttl",
+                       "icmp_too_big_per_s"});
+    if (auto v = m.get("mode")) {
+      d.mode = d_.choice<DeliveryMode>(*v, {{"as_is", DeliveryMode::kAsIs},
+                                            {"l2", DeliveryMode::kL2},
+                                            {"ipip", DeliveryMode::kIpip},
+                                            {"vxlan", DeliveryMode::kVxlan}});
+    }
+    if (auto v = m.get("source_ipv4")) d.source_ipv4 = d_.ipv4(*v);
+    if (auto v = m.get("source_ipv6")) d.source_ipv6 = d_.ipv6(*v);
+    if (auto v = m.get("vxlan_vni")) d.vxlan_vni = d_.integer<std::uint32_t>(*v, 0, kMaxVxlanVni);
+    if (auto v = m.get("vxlan_port")) d.vxlan_port = d_.integer<std::uint16_t>(*v, 1, 65535);
+    if (auto v = m.get("vxlan_mac")) d.vxlan_mac = d_.mac(*v);
+    if (auto v = m.get("ttl")) d.ttl = d_.integer<std::uint8_t>(*v, 1, 255);
+    if (auto v = m.get("icmp_too_big_per_s")) d.icmp_too_big_per_s = d_.integer<std::uint32_t>(*v, 0, 1000000);
+    if (d.mode == DeliveryMode::kAsIs) return;
+
+    const std::string mode = delivery_mode_name(d.mode);
+    const std::vector<BackendConfig>& backends = p_.steering.backends;
+    if (backends.empty()) {
+      d_.fail(*m.get("mode"), "mode " + mode + " delivers to backends, but the profile lists none (add backends)");
+    }
+    if (d.mode == DeliveryMode::kL2) return;  // every backend has its mac
+
+    const auto named = [&](std::size_t i) { return "backends[" + std::to_string(i) + "] ('" + backends[i].name + "')"; };
+    // The outer header's family is the inner packet's when the backend has
+    // an address of that family, else its other one: a backend with an
+    // IPv4 address is reached over IPv4 (for some traffic at least), and so
+    // for IPv6.
+    std::optional<std::size_t> over_ipv4, over_ipv6;
+    for (std::size_t i = 0; i < backends.size(); ++i) {
+      const BackendConfig& b = backends[i];
+      if (!b.ipv4 && !b.ipv6) {
+        d_.fail(field_or(backend_maps_[i], "ipv4"),
+                "required when action.delivery.mode is " + mode + ": " + named(i) +
+                    " needs an address to be reached at (ipv4, ipv6 or both)");
+      }
+      if (b.ipv4 && !over_ipv4) over_ipv4 = i;
+      if (b.ipv6 && !over_ipv6) over_ipv6 = i;
+      if (d.mode == DeliveryMode::kVxlan && !b.vxlan_mac && !d.vxlan_mac) {
+        d_.fail(field_or(backend_maps_[i], "vxlan_mac"),
+                "required when action.delivery.mode is vxlan and action.delivery.vxlan_mac is not given: the "
+                "inner destination MAC of " + named(i) + "'s VXLAN device");
+      }
+    }
+    if (over_ipv4 && !d.source_ipv4) {
+      d_.fail(field_or(m, "source_ipv4"), "required when action.delivery.mode is " + mode + ": " +
+                                              named(*over_ipv4) + " is reached over IPv4 (it has an ipv4 address)");
+    }
+    if (over_ipv6 && !d.source_ipv6) {
+      d_.fail(field_or(m, "source_ipv6"), "required when action.delivery.mode is " + mode + ": " +
+                                              named(*over_ipv6) + " is reached over IPv6 (it has an ipv6 address)");
     }
   }
 
@@ -827,6 +1059,8 @@ class ProfileDecoder {
   const Decoder& d_;
   Profile& p_;
   std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
+  std::vector<MapReader> backend_maps_;  // parallel to p_.steering.backends, likewise
+  std::optional<Field> servers_;         // steering.servers, when given
 };
 
 // Records where each document of a YAML stream starts.
@@ -872,6 +1106,25 @@ const char* action_name(OwnerAction a) {
     case OwnerAction::kSink: return "sink";
   }
   return "forward";
+}
+
+const char* delivery_mode_name(DeliveryMode m) {
+  switch (m) {
+    case DeliveryMode::kAsIs: return "as_is";
+    case DeliveryMode::kL2: return "l2";
+    case DeliveryMode::kIpip: return "ipip";
+    case DeliveryMode::kVxlan: return "vxlan";
+  }
+  return "as_is";
+}
+
+const char* backend_state_name(BackendState s) {
+  switch (s) {
+    case BackendState::kActive: return "active";
+    case BackendState::kDraining: return "draining";
+    case BackendState::kDown: return "down";
+  }
+  return "active";
 }
 
 Profile parse_profile(const std::string& yaml_text, const std::string& name) {
@@ -1051,6 +1304,27 @@ std::string dump_profile(const Profile& p) {
   out << YAML::EndMap;
   out << YAML::EndMap;
 
+  // Resolved: every owner filled in. The slot is the position, not written.
+  if (!s.backends.empty()) {
+    out << YAML::Key << "backends" << YAML::Value << YAML::BeginSeq;
+    for (const BackendConfig& b : s.backends) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << b.name;
+      out << YAML::Key << "server_ids" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& id : b.server_ids) out << YAML::DoubleQuoted << to_hex(id);
+      out << YAML::EndSeq;
+      if (b.ipv4) out << YAML::Key << "ipv4" << YAML::Value << YAML::DoubleQuoted << format_ipv4(*b.ipv4);
+      if (b.ipv6) out << YAML::Key << "ipv6" << YAML::Value << YAML::DoubleQuoted << format_ipv6(*b.ipv6);
+      out << YAML::Key << "mac" << YAML::Value << YAML::DoubleQuoted << format_mac(b.mac);
+      if (b.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << format_mac(*b.vxlan_mac);
+      out << YAML::Key << "weight" << YAML::Value << b.weight;
+      out << YAML::Key << "state" << YAML::Value << backend_state_name(b.state);
+      out << YAML::Key << "owner" << YAML::Value << b.owner_lcore;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+
   out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);
   out << YAML::Key << "high_watermark" << YAML::Value << p.backpressure.high_watermark;
@@ -1062,6 +1336,19 @@ std::string dump_profile(const Profile& p) {
   out << YAML::Key << "type" << YAML::Value << action_name(p.action.type);
   if (p.action.tx_port >= 0 && std::size_t(p.action.tx_port) < p.ports.size()) {
     out << YAML::Key << "tx_port" << YAML::Value << YAML::DoubleQuoted << p.ports[p.action.tx_port].name;
+  }
+  if (p.action.type == OwnerAction::kForward) {
+    const DeliveryConfig& d = p.action.delivery;
+    out << YAML::Key << "delivery" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "mode" << YAML::Value << delivery_mode_name(d.mode);
+    if (d.source_ipv4) out << YAML::Key << "source_ipv4" << YAML::Value << YAML::DoubleQuoted << format_ipv4(*d.source_ipv4);
+    if (d.source_ipv6) out << YAML::Key << "source_ipv6" << YAML::Value << YAML::DoubleQuoted << format_ipv6(*d.source_ipv6);
+    out << YAML::Key << "vxlan_vni" << YAML::Value << d.vxlan_vni;
+    out << YAML::Key << "vxlan_port" << YAML::Value << d.vxlan_port;
+    if (d.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << format_mac(*d.vxlan_mac);
+    out << YAML::Key << "ttl" << YAML::Value << unsigned(d.ttl);
+    out << YAML::Key << "icmp_too_big_per_s" << YAML::Value << d.icmp_too_big_per_s;
+    out << YAML::EndMap;
   }
   out << YAML::Key << "cost_cycles" << YAML::Value << p.action.cost_cycles;
   out << YAML::Key << "tx_drain_us" << YAML::Value << p.action.tx_drain_us;
@@ -1167,7 +1454,8 @@ std::optional<std::string> reload_refusal(const Profile& running, const Profile&
   const YAML::Node a = YAML::Load(dump_profile(running));
   const YAML::Node b = YAML::Load(dump_profile(next));
   const auto may_differ = [&](const std::string& key) {
-    return key == "steering.quic_lb" || key == "steering.servers" || key == "steering.fallback.rekey_on_reload" ||
+    return key == "steering.quic_lb" || key == "steering.servers" || key == "backends" || key == "action.delivery" ||
+           key == "steering.fallback.rekey_on_reload" ||
            (key == "steering.fallback.key" && next.rekey_fallback_on_reload);
   };
   if (running.steering.fallback_key != next.steering.fallback_key && !next.rekey_fallback_on_reload) {
