@@ -59,7 +59,7 @@ struct FrameTuple {
   bool ipv6;
 
   FrameTuple(const std::uint8_t* frame, const SteerMeta& meta)
-      : l3(frame + meta.l3_offset), udp(frame + meta.l4_offset), ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
+      : l3(frame + meta.l3_offset()), udp(frame + meta.l4_offset), ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
   FrameTuple(rte_mbuf* m, const SteerMeta& meta) : FrameTuple(rte_pktmbuf_mtod(m, const std::uint8_t*), meta) {}
 
   // Equal to what copy_to() would write: an IPv4 tuple's address octets past
@@ -208,8 +208,9 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
     s.connections_untracked_long_dcid.add(tally[unsigned(Tracked::kUntrackedLongDcid)]);
 }
 
-// The connection stage of one burst, then `act(m, meta)` on each packet in
-// order. `metas[i]` is the SteerMeta of pkts[i] when the receiving lcore is
+// The connection stage of one burst, then `act(m, meta, outcome, hash)` on
+// each packet in order (outcome: what track_connection found; hash: the
+// DCID's ConnectionTable::hash_cid, 0 when not QUIC). `metas[i]` is the SteerMeta of pkts[i] when the receiving lcore is
 // this one and has it at hand (a warm burst: the classifier has just read
 // the headers and the DCID on this lcore, and the mbufs were not written);
 // nullptr for a burst that came over a ring (cold: the receiver left each
@@ -265,8 +266,9 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     stats.processed.add(k);
     unsigned tally[kTrackedKinds] = {};
     for (unsigned i = 0; i < k; ++i) {
-      ++tally[unsigned(track_connection(shard, hash[i], b[i], frame[i], meta(i), now))];
-      act(b[i], meta(i));
+      const Tracked outcome = track_connection(shard, hash[i], b[i], frame[i], meta(i), now);
+      ++tally[unsigned(outcome)];
+      act(b[i], meta(i), outcome, hash[i]);
     }
     count_tracked(stats, tally);
   }

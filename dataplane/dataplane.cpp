@@ -261,6 +261,49 @@ void Dataplane::build_lcores() {
     }
     if (profile_.action.type == OwnerAction::kForward) c->forward_tx = c->tx.front().get();
   }
+
+  // Forward with backends: the delivery plan, each owner's counters per
+  // backend slot, and for encapsulation the ICMP too-big replies, which an
+  // owner sends back out of the RX port on its own TX queue there.
+  backend_slots_used_ = std::uint32_t(profile_.steering.backends.size());
+  delivery_ = make_delivery_plan(profile_);
+  if (!delivery_) return;
+  live_delivery_.store(delivery_.get(), std::memory_order_release);
+  const bool encapsulates =
+      profile_.action.delivery.mode == DeliveryMode::kIpip || profile_.action.delivery.mode == DeliveryMode::kVxlan;
+  const bool icmp = encapsulates && profile_.action.delivery.icmp_too_big_per_s != 0;
+  for (auto& c : lcores_) {
+    c->icmp_replies = icmp;
+    c->tsc_hz = rte_get_tsc_hz();
+    if (c->owner_index < 0) continue;
+    c->delivery = &live_delivery_;
+    c->backend_counter_rows = std::make_unique<BackendCounters[]>(kMaxBackends);
+    c->backend_counters = std::span<BackendCounters>(c->backend_counter_rows.get(), kMaxBackends);
+    if (!icmp) continue;
+    for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+      const PortConfig& port = profile_.ports[i];
+      if (port.rx_queues == 0 || int(i) == profile_.action.tx_port) continue;
+      if (unsigned(c->owner_index) >= port.tx_queues) continue;  // no queue of its own there: counted, not sent
+      auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
+      t->port_id = port_ids_[i];
+      t->queue = std::uint16_t(c->owner_index);
+      c->tx_by_port[t->port_id] = t.get();
+      c->tx.push_back(std::move(t));
+    }
+  }
+}
+
+std::unique_ptr<DeliveryPlan> Dataplane::make_delivery_plan(const Profile& profile) const {
+  if (profile.action.type != OwnerAction::kForward || profile.steering.backends.empty()) return nullptr;
+  const std::uint16_t tx_port = port_ids_[std::size_t(profile.action.tx_port)];
+  rte_ether_addr mac{};
+  if (const int rc = rte_eth_macaddr_get(tx_port, &mac); rc != 0)
+    throw std::runtime_error("cannot read the MAC address of port '" +
+                             profile.ports[std::size_t(profile.action.tx_port)].name + "': " + rte_strerror(-rc));
+  std::array<std::uint8_t, 6> port_mac;
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port_mac.begin());
+  return std::make_unique<DeliveryPlan>(profile.action.delivery, profile.steering.backends, port_mac,
+                                        profile.ports[std::size_t(profile.action.tx_port)].mtu);
 }
 
 void Dataplane::create_pools() {
@@ -323,6 +366,23 @@ void Dataplane::release() {
   rcu_ = nullptr;
 }
 
+bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector<BackendConfig>& next,
+                          std::uint32_t& slots_used) {
+  std::uint32_t used = slots_used;
+  for (BackendConfig& b : next) {
+    const auto same = std::find_if(running.begin(), running.end(),
+                                   [&](const BackendConfig& r) { return r.name == b.name; });
+    if (same != running.end()) {
+      b.slot = same->slot;
+      continue;
+    }
+    if (used >= kMaxBackends) return false;
+    b.slot = std::uint16_t(used++);
+  }
+  slots_used = used;
+  return true;
+}
+
 Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
   SteeringReload r;
   r.generation = generation_;
@@ -330,9 +390,30 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
     r.message = *refusal;
     return r;
   }
+  if (profile_.steering.backends.empty() != next.steering.backends.empty()) {
+    // The forwarding tables name owners without backends and backends with
+    // them: what they learned would be read as the other.
+    r.message = profile_.steering.backends.empty()
+                    ? "backends: a running data path without backends cannot take some (restart)"
+                    : "backends: a running data path with backends cannot drop them all (restart)";
+    return r;
+  }
+  // Each backend that stays keeps its slot, so that what the tables learned
+  // for it still names it; a new one takes a slot no backend had before this
+  // reload (a removed backend's slot is not given to another at once: its
+  // packets may still be on their way to an owner).
+  Profile placed = next;
+  std::uint32_t slots_used = backend_slots_used_;
+  if (!assign_backend_slots(profile_.steering.backends, placed.steering.backends, slots_used)) {
+    r.message = "backends: no free backend slot (at most " + std::to_string(kMaxBackends) +
+                " backends over the data path's life; restart)";
+    return r;
+  }
   std::unique_ptr<MbufClassifier> fresh;
+  std::unique_ptr<DeliveryPlan> fresh_delivery;
   try {
-    fresh = std::make_unique<MbufClassifier>(next.steering);
+    fresh = std::make_unique<MbufClassifier>(placed.steering);
+    fresh_delivery = make_delivery_plan(placed);
   } catch (const std::exception& e) {
     r.message = std::string("steering: ") + e.what();
     return r;
@@ -343,16 +424,21 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
   // are).
   fresh->use_tables(forwarding_.get());
   live_classifier_.store(fresh.get(), std::memory_order_release);
+  if (fresh_delivery) live_delivery_.store(fresh_delivery.get(), std::memory_order_release);
   // Every lcore reports a quiescent state after this token (or is offline):
   // none holds the old classifier any more. Lcores pass one every iteration,
   // so this waits for microseconds; a stopped data path is all offline.
   const std::uint64_t token = rte_rcu_qsbr_start(rcu_);
   rte_rcu_qsbr_check(rcu_, token, true);
   classifier_ = std::move(fresh);  // frees the one it replaces
+  if (fresh_delivery) delivery_ = std::move(fresh_delivery);
+  backend_slots_used_ = slots_used;
+  const std::size_t backends_before = profile_.steering.backends.size();
   const std::size_t configs_before = profile_.steering.quic_lb.size();
   const std::size_t servers_before = profile_.steering.server_routes.size();
   const bool rekeyed = profile_.steering.fallback_key != next.steering.fallback_key;
-  profile_.steering = next.steering;
+  profile_.steering = placed.steering;
+  profile_.action.delivery = placed.action.delivery;
   profile_.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
   r.generation = ++generation_;
   r.applied = true;
@@ -365,6 +451,16 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
               std::to_string(configs_before) + " -> " + std::to_string(profile_.steering.quic_lb.size()) +
               "), servers " + std::to_string(servers_before) + " -> " +
               std::to_string(profile_.steering.server_routes.size()) + (rekeyed ? ", new fallback key" : "");
+  if (backends_before != 0 || !profile_.steering.backends.empty()) {
+    unsigned draining = 0, down = 0;
+    for (const BackendConfig& b : profile_.steering.backends) {
+      draining += b.state == BackendState::kDraining;
+      down += b.state == BackendState::kDown;
+    }
+    r.message += ", backends " + std::to_string(backends_before) + " -> " +
+                 std::to_string(profile_.steering.backends.size()) + " (" + std::to_string(draining) + " draining, " +
+                 std::to_string(down) + " down), delivery " + delivery_mode_name(profile_.action.delivery.mode);
+  }
   return r;
 }
 
@@ -554,6 +650,25 @@ StatsSnapshot Dataplane::snapshot() const {
     s.forwarding.setup_entries = forwarding_->setup().size();
     s.forwarding.setup_slots = forwarding_->setup().slot_count();
     for (const auto& c : lcores_) s.forwarding.expired += c->forwarding_expired.get();
+  }
+  for (const BackendConfig& b : profile_.steering.backends) {
+    BackendSnapshot bs;
+    bs.name = b.name;
+    bs.slot = b.slot;
+    bs.state = backend_state_name(b.state);
+    bs.owner_lcore = b.owner_lcore;
+    bs.weight = b.weight;
+    for (const auto& c : lcores_) {
+      if (c->backend_counters.empty()) continue;
+      const BackendCounters& k = c->backend_counters[b.slot];
+      bs.packets += k.packets.get();
+      bs.bytes += k.bytes.get();
+      bs.connections += k.connections.get();
+      bs.backend_down += k.backend_down.get();
+      bs.too_big += k.too_big.get();
+      bs.icmp_sent += k.icmp_sent.get();
+    }
+    s.backends.push_back(std::move(bs));
   }
   for (const auto& ri : ring_info_) {
     RingSnapshot r;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/backend_delivery.h"
 #include "dataplane/lcore_context.h"
 #include "dataplane/port_counters.h"
 #include "dataplane/profile.h"
@@ -28,6 +29,13 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
 // naming the size when EAL has no room.
 std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
                                                          const std::array<std::uint8_t, 16>& key);
+
+// A reload's backend slots: a backend of `next` that `running` has (by
+// name) keeps its slot; a new one takes the next slot never used
+// (`slots_used` counts them, and grows). False when none is left, with
+// `slots_used` unchanged.
+bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector<BackendConfig>& next,
+                          std::uint32_t& slots_used);
 
 class Dataplane {
  public:
@@ -116,6 +124,12 @@ class Dataplane {
   // lcores wait on for a reload's grace period.
   std::unique_ptr<MbufClassifier> classifier_;
   std::atomic<const MbufClassifier*> live_classifier_{nullptr};
+  // Forward with backends: the delivery plan in force, swapped with the
+  // classifier by a reload; null without backends.
+  std::unique_ptr<DeliveryPlan> delivery_;
+  std::atomic<const DeliveryPlan*> live_delivery_{nullptr};
+  std::unique_ptr<DeliveryPlan> make_delivery_plan(const Profile& profile) const;
+  std::uint32_t backend_slots_used_ = 0;  // slots handed out so far (none is handed out twice)
   rte_rcu_qsbr* rcu_ = nullptr;
   std::uint64_t generation_ = 1;
   std::vector<std::unique_ptr<MbufRing>> rings_;

@@ -17,6 +17,8 @@ enum class DropReason : unsigned {
   kTxFull,       // policy drop: the TX queue did not take the packet
   kTxTimeout,    // park/shed-new: the TX queue took nothing for longer than park_timeout
   kShutdown,     // still in a ticket, ring or TX stage when the lcores stopped
+  kBackendDown,  // steered to a backend whose state is down (or that a reload removed)
+  kTooBig,       // larger than the TX port's MTU once encapsulated for its backend
   kCount
 };
 
@@ -32,6 +34,8 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kTxFull: return "tx_full";
     case DropReason::kTxTimeout: return "tx_timeout";
     case DropReason::kShutdown: return "shutdown";
+    case DropReason::kBackendDown: return "backend_down";
+    case DropReason::kTooBig: return "too_big";
     case DropReason::kCount: break;
   }
   return "?";

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "dataplane/connection_stage.h"
@@ -20,6 +21,10 @@
 
 struct rte_mbuf;
 struct rte_rcu_qsbr;
+
+namespace qs {
+class DeliveryPlan;
+}
 
 namespace qs {
 
@@ -110,6 +115,18 @@ struct LcoreContext {
   // never under the drop policy, which drops what TX refuses.
   bool tx_held = false;
   std::uint64_t tx_held_since = 0;
+  // Forward with backends (nullptr otherwise): the delivery plan in force,
+  // swapped by a reload as the classifier is.
+  const std::atomic<const DeliveryPlan*>* delivery = nullptr;
+  // This owner's counters per backend slot (kMaxBackends of them).
+  std::unique_ptr<BackendCounters[]> backend_counter_rows;
+  std::span<BackendCounters> backend_counters;
+  // ICMP too-big replies: receivers record each packet's RX port for them,
+  // and an owner sends at most the plan's rate per second.
+  bool icmp_replies = false;
+  std::uint64_t icmp_window_start = 0;
+  std::uint64_t icmp_budget = 0;
+  std::uint64_t tsc_hz = 1;
   OwnerStats owner_stats;
   LoopStats loop_stats;
 

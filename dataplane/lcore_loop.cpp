@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "dataplane/backend_delivery.h"
 #include "dataplane/connection_stage.h"
 #include "dataplane/lcore_context.h"
 #include "dataplane/steer_meta.h"
@@ -46,7 +47,7 @@ void reflect(rte_mbuf* m, const SteerMeta& meta) {
   rte_ether_addr tmp = eth->src_addr;
   eth->src_addr = eth->dst_addr;
   eth->dst_addr = tmp;
-  auto* l3 = rte_pktmbuf_mtod_offset(m, std::uint8_t*, meta.l3_offset);
+  auto* l3 = rte_pktmbuf_mtod_offset(m, std::uint8_t*, meta.l3_offset());
   if (meta.flags & kSteerMetaIpv6) {
     std::uint8_t a[16];
     std::memcpy(a, l3 + 8, 16);
@@ -133,6 +134,74 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
   if (t.stage.add(m)) send_tx(c, t, now);
 }
 
+// An ICMP too-big reply to m, back out of the port m came in on, within the
+// plan's rate (a budget per second, refilled when a second has passed).
+// Returns whether one was staged.
+bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTemplate& t, rte_mbuf* m,
+                  const SteerMeta& meta, std::uint64_t now) {
+  if (plan.icmp_per_second() == 0) return false;
+  if (now - c.icmp_window_start >= c.tsc_hz) {
+    c.icmp_window_start = now;
+    c.icmp_budget = plan.icmp_per_second();
+  }
+  if (c.icmp_budget == 0) return false;
+  TxQueueContext* t_out = m->port < c.tx_by_port.size() ? c.tx_by_port[m->port] : nullptr;
+  if (t_out == nullptr || !t_out->stage.has_room()) return false;
+  rte_mbuf* reply = rte_pktmbuf_alloc(m->pool);
+  if (reply == nullptr) return false;
+  if (!build_too_big_reply(t, m, meta, reply)) {
+    rte_pktmbuf_free(reply);
+    return false;
+  }
+  --c.icmp_budget;
+  stage_tx(c, *t_out, reply, now);
+  return true;
+}
+
+// Forward with backends: each packet to its backend (SteerMeta::backend) by
+// the plan's delivery mode, specialised at compile time. Kept packets are
+// compacted to the front of pkts, in order; returns how many. A backend that
+// is down (or that a reload removed) gets nothing: backend_down. A frame
+// that no longer fits the TX port's MTU once encapsulated is dropped as
+// too_big, and the client is told the usable MTU (ICMP, rate-limited) so
+// that its path MTU discovery adapts.
+template <DeliveryMode kMode>
+[[gnu::always_inline]] inline bool deliver_to_backend(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf* m,
+                                                      const SteerMeta& meta, Tracked outcome, std::uint32_t hash,
+                                                      std::uint64_t now) {
+  const std::uint16_t slot = meta.backend;
+  if (slot >= plan.slots() || !plan.usable(slot)) [[unlikely]] {
+    if (slot < c.backend_counters.size()) c.backend_counters[slot].backend_down.add();
+    count_drop(c.owner_stats.drops, DropReason::kBackendDown);
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  BackendCounters& bc = c.backend_counters[slot];
+  const std::uint32_t len = m->pkt_len;
+  const BackendTemplate& t = plan.backend(slot);
+  if constexpr (kMode != DeliveryMode::kAsIs) {
+    const DeliveryStatus status = deliver_mbuf(t, m, meta, hash);
+    if (status != DeliveryStatus::kOk) [[unlikely]] {
+      if (status == DeliveryStatus::kMalformed) {
+        // Its IP header's lengths disagree with the frame: nothing to send.
+        count_drop(c.owner_stats.drops, DropReason::kMalformed);
+      } else {
+        // kTooBig, or (never with DPDK's 128-octet headroom) no room for
+        // the outer headers in front of the frame: it does not fit.
+        bc.too_big.add();
+        count_drop(c.owner_stats.drops, DropReason::kTooBig);
+        if (send_too_big(c, plan, t, m, meta, now)) bc.icmp_sent.add();
+      }
+      rte_pktmbuf_free(m);
+      return false;
+    }
+  }
+  bc.packets.add();
+  bc.bytes.add(len);
+  if (outcome == Tracked::kNew) bc.connections.add();
+  return true;
+}
+
 // The connection stage: this owner's shard of state, then the action,
 // specialised at compile time per action and per synthetic cost, so that the
 // per-packet path has no switch and no test of cost_cycles; sink counts once
@@ -142,7 +211,7 @@ template <OwnerAction kAction, bool kCost>
 void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n,
                              std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  run_connection_burst(c.shard, pkts, metas, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta) {
+  run_connection_burst(c.shard, pkts, metas, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta, Tracked, std::uint32_t) {
     if constexpr (kCost) spin_cycles(c.cost_cycles);
     if constexpr (kAction == OwnerAction::kSink) {
       rte_pktmbuf_free(m);
@@ -160,10 +229,46 @@ void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* 
     if (c.forward_tx->stage.add_burst(pkts, n)) send_tx(c, *c.forward_tx, now);
 }
 
+// Forward to backends, per delivery mode: what goes to the TX stage is what
+// delivery kept, in order.
+template <DeliveryMode kMode, bool kCost>
+void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** pkts, const SteerMeta* metas,
+                          unsigned n, std::uint64_t now) {
+  OwnerStats& s = c.owner_stats;
+  unsigned kept = 0;
+  run_connection_burst(c.shard, pkts, metas, n, now, s,
+                       [&](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
+                         if constexpr (kCost) spin_cycles(c.cost_cycles);
+                         if (deliver_to_backend<kMode>(c, plan, m, meta, outcome, hash, now)) {
+                           tsan_release(m);  // it goes into a device from here (tsan.h)
+                           pkts[kept++] = m;
+                         }
+                       });
+  // Dropped packets were counted as processed when the burst went in.
+  if (kept != n) s.processed.sub(n - kept);
+  if (kept != 0 && c.forward_tx->stage.add_burst(pkts, kept)) send_tx(c, *c.forward_tx, now);
+}
+
+template <bool kCost>
+void run_backend_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n, std::uint64_t now) {
+  // The plan in force: a reload swaps it (its mode too) between bursts, and
+  // frees the old one only after this lcore's next quiescent point (RCU, as
+  // the classifier).
+  const DeliveryPlan& plan = *c.delivery->load(std::memory_order_acquire);
+  switch (plan.mode()) {
+    case DeliveryMode::kAsIs: return run_backend_stage_as<DeliveryMode::kAsIs, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kL2: return run_backend_stage_as<DeliveryMode::kL2, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kIpip: return run_backend_stage_as<DeliveryMode::kIpip, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kVxlan: return run_backend_stage_as<DeliveryMode::kVxlan, kCost>(c, plan, pkts, metas, n, now);
+  }
+}
+
 // metas: as run_connection_burst's (nullptr: a ring's burst, each SteerMeta
 // in its mbuf).
 void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n, std::uint64_t now) {
   const bool cost = c.cost_cycles != 0;
+  if (c.delivery != nullptr)
+    return cost ? run_backend_stage<true>(c, pkts, metas, n, now) : run_backend_stage<false>(c, pkts, metas, n, now);
   switch (c.action) {
     case OwnerAction::kSink:
       return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, metas, n, now)
@@ -348,7 +453,8 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   tsan_acquire_burst(pkts, n);
   // reflect sends a packet back out of m->port, which not every PMD sets
   // (net_ring leaves it invalid: an index past the TX stages).
-  if (c.action == OwnerAction::kReflect)
+  // So does an ICMP reply to a frame too big to encapsulate.
+  if (c.action == OwnerAction::kReflect || c.icmp_replies)
     for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
   q.stats.rx.add(n);
 

@@ -54,6 +54,18 @@ struct alignas(kCacheLine) OwnerStats {
   DropCounters drops;
 };
 
+// One owner's counters for one backend (by slot), kept by that owner alone.
+// A backend is served by one owner, but a reload may move it, so each
+// owner has a row for every slot and a backend's figures are the sum.
+struct BackendCounters {
+  Counter packets;       // delivered towards the backend (handed to the TX stage)
+  Counter bytes;         // their frame bytes as received (before any encapsulation)
+  Counter connections;   // new connections the owner saw for it
+  Counter backend_down;  // dropped: the backend was down or gone
+  Counter too_big;       // dropped: did not fit the TX port's MTU once encapsulated
+  Counter icmp_sent;     // ICMP too-big / packet-too-big sent back for it
+};
+
 // The loop itself, one per lcore: where its cycles went.
 struct alignas(kCacheLine) LoopStats {
   Counter busy_cycles;  // TSC cycles of iterations that moved at least one packet

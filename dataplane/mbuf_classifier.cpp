@@ -67,11 +67,12 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     // rather than branches (the verdict, family and form follow the
     // traffic's mix).
     const SteerMeta m = SteerMeta{
-        p.l3_offset, p.l4_offset, p.dcid_offset, p.dcid_len,
+        p.l4_offset, p.dcid_offset, decisions.at[i].resolution.backend, p.dcid_len,
         std::uint8_t(unsigned(p.ip_version == 6) * kSteerMetaIpv6 |
                      unsigned(p.verdict == Verdict::kQuic && p.dcid_len > 0) * kSteerMetaQuic |
                      unsigned(p.opens_connection) * kSteerMetaOpensConnection |
-                     unsigned(p.form == QuicForm::kLong) * kSteerMetaLongHeader)};
+                     unsigned(p.form == QuicForm::kLong) * kSteerMetaLongHeader |
+                     SteerMeta::vlan_flags(p.l3_offset))};
     // One or the other, not both: on the ring_loop benchmark, writing every
     // packet's SteerMeta into its mbuf cost the demo layout (every packet
     // owned where it arrives) 14 cycles per packet in one of the VM's phases

@@ -96,6 +96,19 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
   per_queue("quicsteer_forwarding_table_full_total",
             "Entries the full forwarding table refused (those packets were routed by the hash).",
             [](const ReceiveTotals& r) { return r.table_full; });
+  if (!s.backends.empty()) {
+    const auto backend_labels = [](const BackendSnapshot& b) {
+      return label("backend", b.name) + "," + label("owner_lcore", b.owner_lcore);
+    };
+    for (const auto& f : kBackendCounterFields) {
+      w.family(std::string("quicsteer_backend_") + f.name + "_total", "counter", f.help);
+      for (const auto& b : s.backends) w.sample(backend_labels(b), b.*f.value);
+    }
+    w.family("quicsteer_backend_state", "gauge", "1 for the state a backend is in (active, draining, down).");
+    for (const auto& b : s.backends)
+      for (const char* state : {"active", "draining", "down"})
+        w.sample(backend_labels(b) + "," + label("state", state), b.state == state ? 1 : 0);
+  }
   if (s.forwarding.enabled) {
     w.family("quicsteer_forwarding_entries", "gauge", "Entries in a forwarding table.");
     w.sample(label("table", "established"), s.forwarding.entries);

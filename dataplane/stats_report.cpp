@@ -1,5 +1,6 @@
 // Snapshots as a person reads them (live table, summary) and as a program
 // reads them (JSON). Control path only.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <sstream>
@@ -107,6 +108,33 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
                  l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
                  drops_text(d).c_str());
   }
+  if (!now.backends.empty()) {
+    // Compact: one line for the fleet, the busiest backends' rates on it.
+    std::uint64_t total = 0, down = 0, too_big = 0;
+    unsigned active = 0, draining = 0;
+    for (const auto& b : now.backends) {
+      active += b.state == "active";
+      draining += b.state == "draining";
+      down += b.backend_down;
+      too_big += b.too_big;
+    }
+    std::vector<std::pair<double, const BackendSnapshot*>> rates;
+    for (std::size_t i = 0; i < now.backends.size(); ++i) {
+      const BackendSnapshot& b = now.backends[i];
+      std::uint64_t before = 0;
+      for (const auto& p : prev.backends)
+        if (p.slot == b.slot) before = p.packets;
+      total += b.packets - std::min(before, b.packets);
+      rates.emplace_back(pps(b.packets, std::min(before, b.packets), dt), &b);
+    }
+    std::sort(rates.begin(), rates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::fprintf(out, "          backends %zu (%u active, %u draining) %10s  down drops %" PRIu64 "  too big %" PRIu64 " ",
+                 now.backends.size(), active, draining, format_rate(dt > 0 ? double(total) / dt : 0.0).c_str(), down,
+                 too_big);
+    for (std::size_t i = 0; i < rates.size() && i < 4; ++i)
+      std::fprintf(out, " %s %s", rates[i].second->name.c_str(), format_rate(rates[i].first).c_str());
+    std::fprintf(out, "\n");
+  }
   for (std::size_t i = 0; i < now.ports.size(); ++i) {
     const PortSnapshot& p = now.ports[i];
     const PortSnapshot q = i < prev.ports.size() ? prev.ports[i] : PortSnapshot{};
@@ -156,6 +184,14 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
                       " expired\n",
                  s.forwarding.entries, s.forwarding.slots, s.forwarding.setup_entries, s.forwarding.setup_slots,
                  s.rx_total.learned, s.rx_total.table_full, s.rx_total.setup_evicted, s.forwarding.expired);
+  if (!s.backends.empty()) {
+    std::fprintf(out, "  backends      %zu\n", s.backends.size());
+    for (const auto& b : s.backends) {
+      std::fprintf(out, "    %-16s %-8s owner lcore %-3u", b.name.c_str(), b.state.c_str(), b.owner_lcore);
+      for (const auto& f : kBackendCounterFields) std::fprintf(out, " %s %" PRIu64, f.name, b.*f.value);
+      std::fprintf(out, "\n");
+    }
+  }
   std::fprintf(out, "  back-pressure %" PRIu64 " parks, %" PRIu64 " packets parked, %.1f ms parked in total\n",
                s.rx_total.parks, s.rx_total.parked_packets, double(s.rx_total.parked_us) / 1000.0);
   std::fprintf(out, "                %" PRIu64 " TX holds (a full TX queue stopped an owner), %.1f ms held in total\n",
@@ -258,6 +294,15 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     << ", \"entries\": " << s.forwarding.entries << ", \"slots\": " << s.forwarding.slots
     << ", \"setup_entries\": " << s.forwarding.setup_entries << ", \"setup_slots\": " << s.forwarding.setup_slots
     << ", \"expired\": " << s.forwarding.expired << "}";
+  o << ",\n  \"backends\": [";
+  for (std::size_t i = 0; i < s.backends.size(); ++i) {
+    const auto& b = s.backends[i];
+    o << (i ? "," : "") << "\n    {\"name\": " << quote(b.name) << ", \"slot\": " << b.slot
+      << ", \"state\": " << quote(b.state) << ", \"owner_lcore\": " << b.owner_lcore << ", \"weight\": " << b.weight;
+    for (const auto& f : kBackendCounterFields) o << ", " << quote(f.name) << ": " << b.*f.value;
+    o << "}";
+  }
+  o << (s.backends.empty() ? "]" : "\n  ]");
   o << ",\n  \"ports\": [";
   for (std::size_t i = 0; i < s.ports.size(); ++i) {
     const auto& p = s.ports[i];

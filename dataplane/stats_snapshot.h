@@ -75,6 +75,32 @@ struct ForwardingSnapshot {
   std::uint64_t expired = 0;                         // idle entries removed, both tables
 };
 
+// One backend of the fleet: its owners' counters added up (by slot).
+struct BackendSnapshot {
+  std::string name;
+  std::uint16_t slot = 0;
+  std::string state;  // active | draining | down
+  unsigned owner_lcore = 0;
+  std::uint64_t weight = 0;
+  std::uint64_t packets = 0, bytes = 0, connections = 0, backend_down = 0, too_big = 0, icmp_sent = 0;
+};
+
+// The per-backend counters, once, for every output (summary, JSON,
+// telemetry, Prometheus): name, what it counts, where its value is.
+struct BackendCounterField {
+  const char* name;
+  const char* help;
+  std::uint64_t BackendSnapshot::*value;
+};
+inline constexpr BackendCounterField kBackendCounterFields[] = {
+    {"packets", "packets delivered towards the backend", &BackendSnapshot::packets},
+    {"bytes", "bytes of those packets as received (before encapsulation)", &BackendSnapshot::bytes},
+    {"connections", "new connections steered to the backend", &BackendSnapshot::connections},
+    {"backend_down", "packets dropped because the backend was down", &BackendSnapshot::backend_down},
+    {"too_big", "packets dropped as larger than the TX port's MTU once encapsulated", &BackendSnapshot::too_big},
+    {"icmp_sent", "ICMP too-big replies sent to clients for the backend's packets", &BackendSnapshot::icmp_sent},
+};
+
 struct StatsSnapshot {
   double elapsed_s = 0;
   std::vector<QueueSnapshot> queues;
@@ -82,6 +108,7 @@ struct StatsSnapshot {
   std::vector<RingSnapshot> rings;
   std::vector<PortSnapshot> ports;
   ForwardingSnapshot forwarding;
+  std::vector<BackendSnapshot> backends;  // in profile order; empty without backends
   ReceiveTotals rx_total;
   OwnerTotals owner_total;
   DropArray drops_total{};  // receive-side and owner-side together

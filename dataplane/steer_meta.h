@@ -20,19 +20,31 @@
 
 namespace qs {
 
-struct __attribute__((may_alias)) SteerMeta {
-  std::uint16_t l3_offset;  // from the start of the frame
-  std::uint16_t l4_offset;
-  std::uint16_t dcid_offset;
-  std::uint8_t dcid_len;
-  std::uint8_t flags;       // kSteerMeta* below
-};
-
 inline constexpr std::uint8_t kSteerMetaIpv6 = 1u << 0;
 inline constexpr std::uint8_t kSteerMetaQuic = 1u << 1;  // dcid_* are valid
 inline constexpr std::uint8_t kSteerMetaOpensConnection = 1u << 2;
 inline constexpr std::uint8_t kSteerMetaLongHeader = 1u << 3;  // an SCID follows the DCID
+// The top two bits count the frame's VLAN tags (the parser takes at most
+// two), which place the IP header: Ethernet II is 14 octets, a tag 4 more.
+inline constexpr unsigned kSteerMetaVlanShift = 6;
 
+struct __attribute__((may_alias)) SteerMeta {
+  std::uint16_t l4_offset;    // from the start of the frame
+  std::uint16_t dcid_offset;
+  // The backend slot steering chose (kNoBackend without backends): the
+  // owner delivers to it (dataplane/delivery.h).
+  std::uint16_t backend;
+  std::uint8_t dcid_len;
+  std::uint8_t flags;         // kSteerMeta* above, and the VLAN tag count
+
+  unsigned l3_offset() const { return 14u + 4u * (flags >> kSteerMetaVlanShift); }
+  // The flags for an IP header at l3_offset (14, 18 or 22).
+  static std::uint8_t vlan_flags(unsigned l3_offset) {
+    return std::uint8_t((l3_offset - 14u) / 4u << kSteerMetaVlanShift);
+  }
+};
+
+static_assert(sizeof(SteerMeta) == 8);
 static_assert(sizeof(SteerMeta) <= sizeof(rte_mbuf::hash), "SteerMeta must fit the mbuf's RX hash field");
 static_assert(alignof(SteerMeta) <= alignof(decltype(rte_mbuf::hash)));
 static_assert(offsetof(rte_mbuf, hash) + sizeof(rte_mbuf::hash) <= RTE_CACHE_LINE_MIN_SIZE,

@@ -177,6 +177,20 @@ int cmd_ports(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+int cmd_backends(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const StatsSnapshot s = v->stats();
+  dict_of_dicts(
+      d, s.backends, [](const BackendSnapshot& b) { return b.name; },
+      [](rte_tel_data* e, const BackendSnapshot& b) {
+        rte_tel_data_add_dict_string(e, "state", b.state.c_str());
+        rte_tel_data_add_dict_u64(e, "owner_lcore", b.owner_lcore);
+        rte_tel_data_add_dict_u64(e, "weight", b.weight);
+        for (const auto& f : kBackendCounterFields) rte_tel_data_add_dict_u64(e, f.name, b.*f.value);
+      });
+  return 0;
+}
+
 int cmd_drops(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const StatsSnapshot s = v->stats();
@@ -242,6 +256,8 @@ void register_once() {
         {"/quicsteer/queues", cmd_queues, "Counters per RX queue, named port/queue. No parameters"},
         {"/quicsteer/rings", cmd_rings, "Rings, named RECEIVER_to_OWNER lcore: capacity, occupancy, high water, full events. No parameters"},
         {"/quicsteer/ports", cmd_ports, "Port counters, totals across device counter resets. No parameters"},
+        {"/quicsteer/backends", cmd_backends,
+         "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/profile", cmd_profile, "The live profile, resolved (every default filled in). No parameters"},

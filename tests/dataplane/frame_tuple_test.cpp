@@ -34,7 +34,7 @@ struct Frame {
   explicit Frame(std::vector<std::uint8_t> bytes, bool ipv6) : data(std::move(bytes)) {
     mbuf.buf_addr = data.data();
     mbuf.data_off = 0;
-    meta.l3_offset = 14;
+    meta.backend = 0xffff;  // l3 at 14: no VLAN tag in the flags
     meta.l4_offset = std::uint16_t(14 + (ipv6 ? 40 : 20));
     meta.flags = std::uint8_t(ipv6 ? kSteerMetaIpv6 : 0);
   }

@@ -376,7 +376,7 @@ for fx, full, row in zip(fixtures, full_rows, cut_rows):
         check(row == full, f"snaplen {SNAP}, {fx['name']}: {row} != {full}")
         judged_by_wire += len(bytes.fromhex(fx["hex"])) > SNAP
     else:
-        check(row[2:] == ["-", "-", "-", "", "", "-", "-"], f"truncated_capture row {row}")
+        check(row[2:] == ["-", "-", "-", "", "", "-", "-", "-"], f"truncated_capture row {row}")
 check(judged_by_wire >= 5, f"{judged_by_wire} cut frames judged by their wire length (want several)")
 check(any(r[1] == "truncated_capture" for r in cut_rows), "a frame cut inside its headers reads truncated_capture")
 check(not any("truncated_payload" in r[1] and "truncated_payload" not in f[1] for r, f in zip(cut_rows, full_rows)),

@@ -20,6 +20,10 @@ void apply_profile(const Profile& profile, std::optional<std::uint8_t> config_id
   std::vector<std::vector<std::uint8_t>> server_ids;
   for (const auto& route : steering.server_routes)
     if (route.server_id.size() == chosen->server_id_len) server_ids.push_back(route.server_id);
+  // With backends the server IDs are theirs (a backend may mint several).
+  for (const auto& backend : steering.backends)
+    for (const auto& id : backend.server_ids)
+      if (id.size() == chosen->server_id_len) server_ids.push_back(id);
   if (server_ids.empty())
     throw std::invalid_argument(profile.path + ": no server with a " + std::to_string(chosen->server_id_len) +
                                 "-octet server ID for quic_lb config_id " + std::to_string(chosen->config_id));

@@ -93,8 +93,12 @@ TEST(ProfileTraffic, EveryShippedProfilesTrafficDecodesWithItsOwnConfig) {
       id.resize(codecs.front().server_id_len());
       EXPECT_EQ(id, c.server_id);
       id.resize(16);
-      const bool routed = std::any_of(p.steering.server_routes.begin(), p.steering.server_routes.end(),
-                                      [&](const ServerRoute& r) { return r.server_id == c.server_id; });
+      const bool routed =
+          std::any_of(p.steering.server_routes.begin(), p.steering.server_routes.end(),
+                      [&](const ServerRoute& r) { return r.server_id == c.server_id; }) ||
+          std::any_of(p.steering.backends.begin(), p.steering.backends.end(), [&](const BackendConfig& b) {
+            return std::find(b.server_ids.begin(), b.server_ids.end(), c.server_id) != b.server_ids.end();
+          });
       EXPECT_TRUE(routed);
       for (const QuicLbCodec& codec : codecs) {
         EXPECT_FALSE(codec.accepts(c.client_initial_dcid.data(), c.client_initial_dcid.size()));

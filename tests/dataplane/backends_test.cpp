@@ -1,0 +1,248 @@
+// Backends on ring ports: 8 backends served by 2 owner lcores, delivered by
+// l2 (each frame leaves with its backend's MAC). Every packet leaves towards
+// the backend steering/ resolves for it, every connection towards one
+// backend and from its backend's owner; a backend drained under traffic keeps
+// its connections and takes no new one; a backend down gets nothing, each of
+// its packets counted as backend_down on it.
+#include <gtest/gtest.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+
+#include <array>
+#include <map>
+#include <set>
+
+#include "tests/dataplane/scenario.h"
+#include "tests/dataplane/test_traffic.h"
+
+namespace qs::test {
+namespace {
+
+using traffic::Direction;
+
+constexpr unsigned kLcores = 2;
+constexpr unsigned kBackends = 8;
+
+std::array<std::uint8_t, 6> backend_mac(unsigned b) { return {0x02, 0, 0, 0, 0x0b, std::uint8_t(b + 1)}; }
+
+// Backend b (0..7) mints server ID b+1, as quicgen's servers do.
+std::string fleet_profile(const std::map<unsigned, const char*>& states = {}) {
+  std::string y =
+      "ports:\n  - {name: wire, device: \"{DEVICE}\", rx_queues: 2, tx_queues: 2, rx_descriptors: 512, rss: false}\n"
+      "mempool: {mbufs: 16383, cache: 64}\n"
+      "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n  - {id: 2, rx: [\"wire:1\"], owner: true}\n"
+      "rings: {size: 512, burst: 32}\n"
+      "steering:\n"
+      "  quic_ports: [443]\n"
+      "  short_dcid_len: 17\n"
+      "  quic_lb:\n"
+      "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n"
+      "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n"
+      "  forwarding: {enabled: false}\n"
+      "backends:\n";
+  for (unsigned b = 0; b < kBackends; ++b) {
+    char line[200];
+    const auto mac = backend_mac(b);
+    const auto state = states.find(b);
+    std::snprintf(line, sizeof line,
+                  "  - {name: b%u, server_ids: [\"%04x\"], mac: \"%02x:%02x:%02x:%02x:%02x:%02x\", state: %s}\n", b,
+                  b + 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+                  state == states.end() ? "active" : state->second);
+    y += line;
+  }
+  y += "backpressure: {policy: park, park_timeout_us: 10000000}\n"
+       "action: {type: forward, tx_port: wire, delivery: {mode: l2}}\n"
+       "polling: {idle_sleep_us: 20, idle_polls_before_sleep: 32}\n"
+       "stats: {period_ms: 0}\n";
+  return y;
+}
+
+unsigned backend_of_mac(const std::uint8_t* dst) {
+  for (unsigned b = 0; b < kBackends; ++b)
+    if (std::equal(dst, dst + 6, backend_mac(b).begin())) return b;
+  return ~0u;
+}
+
+struct Sent {
+  unsigned backend;  // by the destination MAC it left with
+  unsigned tx_queue;
+  std::array<std::uint8_t, 6> src;
+};
+
+class Backends : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto options = traffic_options(1200, kBackends, 11);
+    options.migrate = 0.15;
+    options.nat_rebind = 0.15;
+    options.packets_per_connection = 10;
+    traffic_ = prepare(options, kLcores, parse_test_profile(fleet_profile()).steering);
+  }
+
+  // Runs frames through a data path on `profile`, reloading to `reload_to`
+  // (when given) once the first `reload_after` frames are through.
+  ScenarioResult run(const std::string& profile, std::map<std::uint64_t, Sent>& sent,
+                     std::array<std::uint8_t, 6>& port_mac, const std::string& reload_to = "",
+                     std::size_t reload_after = 0, Dataplane::SteeringReload* reload = nullptr) {
+    RingPort port(kLcores, 1024, kLcores, 1 << 16);
+    Scenario scenario(profile, port);
+    rte_ether_addr mac{};
+    EXPECT_EQ(rte_eth_macaddr_get(scenario.dataplane().port_id("wire"), &mac), 0);
+    std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port_mac.begin());
+    RunOptions options;
+    options.inspect_tx = [&](const rte_mbuf* m, unsigned q) {
+      const auto* eth = rte_pktmbuf_mtod(m, const std::uint8_t*);
+      Sent s{backend_of_mac(eth), q, {}};
+      std::copy(eth + 6, eth + 12, s.src.begin());
+      sent[test_seq(const_cast<rte_mbuf*>(m))] = s;
+    };
+    if (!reload_to.empty()) {
+      options.after_send = [&](std::size_t i) {
+        if (i + 1 != reload_after) return;
+        scenario.wait_until_through(i + 1);
+        *reload = scenario.dataplane().reload_steering(parse_test_profile(reload_to, port.device()));
+      };
+    }
+    return scenario.run(traffic_.frames, traffic_.queue_of, options);
+  }
+
+  PreparedTraffic traffic_;
+};
+
+TEST_F(Backends, L2SendsEveryConnectionToItsBackendFromItsOwner) {
+  const Profile profile = parse_test_profile(fleet_profile());
+  ASSERT_EQ(profile.steering.backends.size(), kBackends);
+  std::map<std::uint64_t, Sent> sent;
+  std::array<std::uint8_t, 6> port_mac{};
+  const ScenarioResult r = run(fleet_profile(), sent, port_mac);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "");
+
+  const auto& packets = traffic_.traffic.packets;
+  std::size_t malformed = 0;
+  for (const auto& d : traffic_.decision) malformed += d.packet.verdict == Verdict::kMalformed;
+  EXPECT_EQ(r.stats.drops_sum(), malformed);
+  ASSERT_EQ(sent.size() + malformed, r.sent);
+
+  std::map<int, std::set<unsigned>> backends_of_connection;
+  std::array<std::uint64_t, kBackends> per_backend{};
+  std::size_t by_server_id = 0, first_flight = 0;
+  for (const auto& [seq, s] : sent) {
+    const Decision& d = traffic_.decision[seq];
+    ASSERT_NE(d.resolution.backend, kNoBackend) << "frame " << seq;
+    ASSERT_EQ(s.backend, d.resolution.backend) << "frame " << seq;
+    ASSERT_EQ(s.src, port_mac) << "frame " << seq << ": the source MAC is the TX port's";
+    // The backend's owner sent it: backends are spread evenly over owners.
+    ASSERT_EQ(s.tx_queue, profile.steering.backends[s.backend].owner_lcore - 1) << "frame " << seq;
+    ASSERT_EQ(s.tx_queue, d.resolution.owner_index);
+    ++per_backend[s.backend];
+    const auto& p = packets[seq];
+    if (p.direction == Direction::kClientToServer && p.dcid_server_chosen) {
+      ++by_server_id;
+      ASSERT_EQ(s.backend, unsigned(p.server_id.at(0) << 8 | p.server_id.at(1)) - 1) << "frame " << seq;
+      backends_of_connection[p.connection].insert(s.backend);
+    }
+    first_flight += p.first_flight();
+  }
+  for (const auto& [conn, b] : backends_of_connection) EXPECT_EQ(b.size(), 1u) << "connection " << conn;
+  EXPECT_GT(by_server_id, 1000u);
+  EXPECT_GT(first_flight, 1000u);
+  // Owners spread 8 backends 4 and 4, and the counters agree with the wire.
+  unsigned on_owner[kLcores] = {};
+  for (const auto& b : profile.steering.backends) ++on_owner[b.owner_lcore - 1];
+  EXPECT_EQ(on_owner[0], 4u);
+  EXPECT_EQ(on_owner[1], 4u);
+  ASSERT_EQ(r.stats.backends.size(), kBackends);
+  std::uint64_t connections = 0;
+  for (unsigned b = 0; b < kBackends; ++b) {
+    const BackendSnapshot& bs = r.stats.backends[b];
+    EXPECT_EQ(bs.name, "b" + std::to_string(b));
+    EXPECT_EQ(bs.packets, per_backend[b]) << bs.name;
+    EXPECT_GT(bs.packets, 0u) << bs.name;
+    EXPECT_EQ(bs.backend_down, 0u);
+    connections += bs.connections;
+  }
+  EXPECT_EQ(connections, r.stats.owner_total.connections);
+}
+
+TEST_F(Backends, DrainedBackendKeepsItsConnectionsAndDownBackendGetsNothing) {
+  const std::size_t half = traffic_.frames.size() / 2;
+  const std::string after = fleet_profile({{2, "draining"}, {5, "down"}});
+  const PacketClassifier drained(parse_test_profile(after).steering);
+  std::map<std::uint64_t, Sent> sent;
+  std::array<std::uint8_t, 6> port_mac{};
+  Dataplane::SteeringReload reload;
+  const ScenarioResult r = run(fleet_profile(), sent, port_mac, after, half, &reload);
+  ASSERT_FALSE(r.stalled);
+  ASSERT_TRUE(reload.applied) << reload.message;
+  EXPECT_NE(reload.message.find("backends 8 -> 8 (1 draining, 1 down), delivery l2"), std::string::npos)
+      << reload.message;
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "");
+
+  const auto& packets = traffic_.traffic.packets;
+  std::uint64_t to_down = 0, drained_kept = 0, new_after = 0, malformed_after = 0;
+  for (std::size_t seq = half; seq < traffic_.frames.size(); ++seq) {
+    const auto& p = packets[seq];
+    const Decision d = drained.classify(p.frame.data(), p.frame.size());
+    if (d.packet.verdict == Verdict::kMalformed) {
+      ++malformed_after;
+      continue;
+    }
+    const auto it = sent.find(seq);
+    if (d.resolution.backend == 5) {
+      ++to_down;
+      EXPECT_EQ(it, sent.end()) << "frame " << seq << " reached a backend that is down";
+      continue;
+    }
+    ASSERT_NE(it, sent.end()) << "frame " << seq;
+    ASSERT_EQ(it->second.backend, d.resolution.backend) << "frame " << seq;
+    if (d.resolution.how == ResolveMethod::kQuicLb) {
+      drained_kept += d.resolution.backend == 2;
+    } else {
+      // Anything the hash places (a client's first Initials among it) goes
+      // to an active backend only.
+      ++new_after;
+      EXPECT_NE(it->second.backend, 2u) << "frame " << seq << ": a new connection on a draining backend";
+    }
+  }
+  EXPECT_GT(to_down, 50u);
+  EXPECT_GT(drained_kept, 50u) << "the draining backend's connections go on";
+  EXPECT_GT(new_after, 500u);
+  ASSERT_EQ(r.stats.backends.size(), kBackends);
+  EXPECT_EQ(r.stats.backends[5].backend_down, to_down);
+  EXPECT_EQ(r.stats.backends[5].state, "down");
+  EXPECT_EQ(r.stats.backends[2].state, "draining");
+  EXPECT_EQ(r.stats.drops_total[std::size_t(DropReason::kBackendDown)], to_down);
+  std::size_t malformed = 0;
+  for (const auto& d : traffic_.decision) malformed += d.packet.verdict == Verdict::kMalformed;
+  EXPECT_EQ(r.stats.drops_sum(), malformed + to_down);
+  EXPECT_GE(malformed, malformed_after);
+}
+
+TEST(BackendSlots, ReloadKeepsEachSurvivingBackendsSlotAndNeverReusesOne) {
+  std::vector<BackendConfig> running(3);
+  for (unsigned i = 0; i < 3; ++i) {
+    running[i].name = "b" + std::to_string(i);
+    running[i].slot = std::uint16_t(i);
+  }
+  std::uint32_t used = 3;
+  std::vector<BackendConfig> next(3);
+  next[0].name = "b2";
+  next[1].name = "new";
+  next[2].name = "b0";
+  ASSERT_TRUE(assign_backend_slots(running, next, used));
+  EXPECT_EQ(next[0].slot, 2u);
+  EXPECT_EQ(next[1].slot, 3u) << "b1's slot 1 is not given away";
+  EXPECT_EQ(next[2].slot, 0u);
+  EXPECT_EQ(used, 4u);
+  used = kMaxBackends;
+  std::vector<BackendConfig> more(1);
+  more[0].name = "another";
+  EXPECT_FALSE(assign_backend_slots(running, more, used));
+  EXPECT_EQ(used, kMaxBackends);
+}
+
+}  // namespace
+}  // namespace qs::test
