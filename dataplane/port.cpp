@@ -9,6 +9,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -159,7 +160,16 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
 
   if (cfg.mtu != RTE_ETHER_MTU) {
     rc = rte_eth_dev_set_mtu(port_id, cfg.mtu);
-    if (rc != 0) fail(cfg, "cannot set MTU " + std::to_string(cfg.mtu) + ": " + err(rc));
+    // A virtual device that writes into a kernel interface (net_pcap) has no
+    // MTU of its own: the interface's applies. quicsteer still keeps to the
+    // profile's (what encapsulation may grow a frame to), so it says so and
+    // goes on; a NIC that refuses an MTU stops start-up.
+    if (rc == -ENOTSUP && cfg.is_vdev()) {
+      std::printf("port '%s': the driver sets no MTU; quicsteer keeps frames within the profile's %u\n",
+                  cfg.name.c_str(), unsigned(cfg.mtu));
+    } else if (rc != 0) {
+      fail(cfg, "cannot set MTU " + std::to_string(cfg.mtu) + ": " + err(rc));
+    }
   }
 
   const int socket = rte_eth_dev_socket_id(port_id);
