@@ -2,6 +2,14 @@
 // without net_pcap's RX memcpy.
 //
 //   ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
+//             [--delivery as_is|l2|ipip|vxlan [--backends N]]
+//
+// --delivery forwards to backends (the profile's `backends`, N of them; the
+// first two mint the traffic's server IDs, one per owner) with that delivery
+// mode. For ipip and vxlan an RX callback on each loop queue takes the outer
+// headers off again (as a backend's tunnel device would), so that what
+// circulates stays the same: its few cycles per packet are counted with the
+// encapsulation's.
 //
 // The port is made of rte_rings the way a net_ring vdev makes them: RX queue
 // q and TX queue q are the same ring, so what an owner transmits on its TX
@@ -21,6 +29,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
@@ -48,6 +57,8 @@ constexpr unsigned kForwardingLcores = 2;
 
 struct Options {
   std::string layout = "demo";
+  std::string delivery;   // empty: no backends (today's forward); else as_is|l2|ipip|vxlan to backends
+  unsigned backends = 2;  // with --delivery: how many (the first two mint the traffic's server IDs)
   double seconds = 3;
   double warmup = 0.5;
   unsigned packets = 2048;
@@ -56,7 +67,8 @@ struct Options {
 };
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n");
+  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
+                       "                 [--delivery as_is|l2|ipip|vxlan [--backends N]]\n");
   std::exit(2);
 }
 
@@ -75,15 +87,47 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--warmup") o.warmup = std::stod(v);
     else if (a == "--packets") o.packets = unsigned(std::stoul(v));
     else if (a == "--json") o.json = v;
+    else if (a == "--delivery") o.delivery = v;
+    else if (a == "--backends") o.backends = unsigned(std::stoul(v));
     else usage();
   }
+  if (!o.delivery.empty() && o.delivery != "as_is" && o.delivery != "l2" && o.delivery != "ipip" &&
+      o.delivery != "vxlan")
+    usage();
+  if (o.backends < 2 || o.backends > qs::kMaxBackends) usage();
   if ((o.layout != "demo" && o.layout != "split") || o.seconds <= 0 || o.packets == 0 ||
       o.packets > kLoopRingSize)
     usage();
   return o;
 }
 
-std::string profile_yaml(const std::string& layout, const std::string& device) {
+// The steering section with backends: b0 and b1 mint the traffic's server
+// IDs 0001 and 0002 (owned by lcores 1 and 2 in the demo layout, as the
+// servers are without backends), the rest only take hashed connections.
+std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const std::string& delivery) {
+  std::string y =
+      "steering:\n"
+      "  quic_ports: [443]\n"
+      "  short_dcid_len: 17\n"
+      "  quic_lb:\n"
+      "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n"
+      "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n"
+      "  forwarding: {enabled: false}\n"
+      "backends:\n";
+  for (unsigned b = 0; b < n; ++b) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "  - {name: b%u, %smac: \"02:00:00:%02x:%02x:01\", ipv4: 10.%u.%u.1, ipv6: \"fd00::%x\", "
+                  "vxlan_mac: \"02:00:01:%02x:%02x:01\", owner: %u}\n",
+                  b, b < 2 ? (std::string("server_ids: [\"000") + char('1' + b) + "\"], ").c_str() : "",
+                  b >> 8, b & 255, 1 + (b >> 8), b & 255, b + 1, b >> 8, b & 255, owners[b % owners.size()]);
+    y += line;
+  }
+  return y + "action: {type: forward, tx_port: loop, delivery: {mode: " + delivery +
+         ", source_ipv4: 10.255.0.1, source_ipv6: \"fd00::1\", vxlan_vni: 42}}\n";
+}
+
+std::string profile_yaml(const std::string& layout, const std::string& device, const Options& opt) {
   const std::string lcores = layout == "demo"
                                  ? "  - {id: 1, rx: [\"loop:0\"], owner: true}\n  - {id: 2, rx: [\"loop:1\"], owner: true}\n"
                                  : "  - {id: 1, rx: [\"loop:0\", \"loop:1\"]}\n  - {id: 2, owner: true}\n";
@@ -91,9 +135,41 @@ std::string profile_yaml(const std::string& layout, const std::string& device) {
   return "ports:\n  - {name: loop, device: \"" + device +
          "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
          "mempool: {mbufs: 16383, cache: 256}\n"
-         "lcores:\n" + lcores + "rings: {size: 1024, burst: 32}\n" + qs::test::steering_yaml(owners) +
-         "action: {type: forward, tx_port: loop}\n"
+         "lcores:\n" + lcores + "rings: {size: 1024, burst: 32}\n" +
+         (opt.delivery.empty() ? qs::test::steering_yaml(owners) + "action: {type: forward, tx_port: loop}\n"
+                               : backends_yaml(owners, opt.backends, opt.delivery)) +
          "stats: {period_ms: 0}\n";
+}
+
+// What a backend's tunnel device does, on the loop's RX side: the outer
+// headers of ipip or vxlan come off, leaving the frame the owner was given.
+// ipip replaced the frame's Ethernet header: one is put back in front of the
+// inner IP header, with the inner family's ethertype.
+std::uint16_t decapsulate(std::uint16_t, std::uint16_t, rte_mbuf** pkts, std::uint16_t n, std::uint16_t,
+                          void* arg) {
+  const bool vxlan = arg != nullptr;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    auto* f = rte_pktmbuf_mtod(m, std::uint8_t*);
+    const bool outer_v6 = f[12] == 0x86;
+    const unsigned outer_ip = outer_v6 ? 40 : 20;
+    // Only what the owners encapsulated: the preloaded frames arrive plain.
+    const std::uint8_t proto = outer_v6 ? f[14 + 6] : f[14 + 9];
+    if (vxlan) {
+      if (proto != 17 || f[14 + outer_ip + 2] != 0x12 || f[14 + outer_ip + 3] != 0xb5) continue;  // UDP 4789
+      rte_pktmbuf_adj(m, std::uint16_t(14 + outer_ip + 8 + 8));
+      continue;
+    }
+    if (proto != 4 && proto != 41) continue;
+    const std::uint8_t inner_version = f[14 + outer_ip] >> 4;
+    std::uint8_t eth[14];
+    std::memcpy(eth, f, 12);
+    eth[12] = inner_version == 6 ? 0x86 : 0x08;
+    eth[13] = inner_version == 6 ? 0xdd : 0x00;
+    auto* g = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_adj(m, std::uint16_t(outer_ip)));
+    std::memcpy(g, eth, 14);
+  }
+  return n;
 }
 
 struct Window {
@@ -133,13 +209,19 @@ int run(const Options& opt) {
   if (rte_eth_from_rings("loop", rings.data(), 2, rings.data(), 2, 0) < 0)
     throw std::runtime_error("rte_eth_from_rings: " + std::string(rte_strerror(rte_errno)));
 
-  const std::string yaml = profile_yaml(opt.layout, "net_ring_loop");
+  const std::string yaml = profile_yaml(opt.layout, "net_ring_loop", opt);
   const qs::Profile profile = qs::test::parse_test_profile(yaml);
   auto traffic_options = qs::test::traffic_options(400, 2, 1);
   traffic_options.malformed = 0;  // dropped, so it would leave the loop
   const qs::test::PreparedTraffic t = qs::test::prepare(traffic_options, 2, profile.steering);
 
   qs::Dataplane dp(profile);
+  if (opt.delivery == "ipip" || opt.delivery == "vxlan") {
+    for (std::uint16_t q = 0; q < 2; ++q)
+      if (rte_eth_add_rx_callback(dp.port_id("loop"), q, decapsulate, opt.delivery == "vxlan" ? &rings : nullptr) ==
+          nullptr)
+        throw std::runtime_error("rte_eth_add_rx_callback: " + std::string(rte_strerror(rte_errno)));
+  }
   unsigned preloaded = 0;
   for (unsigned i = 0; preloaded < opt.packets; i = (i + 1) % unsigned(t.frames.size())) {
     if (t.decision[i].packet.verdict != qs::Verdict::kQuic && t.decision[i].packet.verdict != qs::Verdict::kNotQuic) continue;
@@ -170,16 +252,18 @@ int run(const Options& opt) {
   const double window_s = double(b.tsc - a.tsc) / hz;
   const double mpps = packets / window_s / 1e6;
   const double cycles_per_packet = packets > 0 ? kForwardingLcores * double(b.tsc - a.tsc) / packets : 0;
+  const std::string label = opt.layout + (opt.delivery.empty() ? "" : "/" + opt.delivery);
   std::printf("ring_loop %s: %u packets circulating, %.3f Mpps, %.1f TSC cycles per packet (%u lcores), "
               "tsc_hz %.0f, drops in the window %llu (at the stop %llu), leaked %lld\n",
-              opt.layout.c_str(), preloaded, mpps, cycles_per_packet, kForwardingLcores, hz,
+              label.c_str(), preloaded, mpps, cycles_per_packet, kForwardingLcores, hz,
               static_cast<unsigned long long>(b.drops - a.drops), static_cast<unsigned long long>(s.drops_sum() - b.drops),
               static_cast<long long>(leaked));
-  std::printf("ring_loop %s: routed by %s; %llu packets received from launch to stop\n", opt.layout.c_str(),
+  std::printf("ring_loop %s: routed by %s; %llu packets received from launch to stop\n", label.c_str(),
               rule_mix(a, b).c_str(), static_cast<unsigned long long>(s.rx_total.rx));
   if (!opt.json.empty()) {
     std::ofstream o(opt.json);
-    o << "{\"layout\": \"" << opt.layout << "\", \"packets_circulating\": " << preloaded << ", \"mpps\": " << mpps
+    o << "{\"layout\": \"" << opt.layout << "\", \"delivery\": \"" << opt.delivery << "\", \"backends\": "
+      << (opt.delivery.empty() ? 0 : opt.backends) << ", \"packets_circulating\": " << preloaded << ", \"mpps\": " << mpps
       << ", \"cycles_per_packet\": " << cycles_per_packet << ", \"tsc_hz\": " << hz << ", \"window_s\": " << window_s
       << ", \"drops\": " << b.drops - a.drops << ", \"leaked\": " << leaked << "}\n";
   }
