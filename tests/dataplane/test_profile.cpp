@@ -16,6 +16,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -436,6 +437,408 @@ INSTANTIATE_TEST_SUITE_P(
                    "(2), has 1"}),
     case_name);
 
+// --- issue 26: backends and delivery ----------------------------------------------
+
+const std::string kMac1 = "\"02:00:00:00:00:01\"";
+const std::string kMac2 = "\"02:00:00:00:00:02\"";
+
+// kBase and backends from line 5 ("  - {name: a, mac: M, " puts the next key at column 41).
+std::string with_backends(const std::string& backend_lines) { return kBase + "backends:\n" + backend_lines; }
+
+// A 2-octet QUIC-LB config (line 5) and backends from line 7.
+std::string with_lb_backends(const std::string& backend_lines) {
+  return kBase + "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\nbackends:\n" +
+         backend_lines;
+}
+
+// Forward on "wire" with action.delivery on line 6 (its map at column 13) and
+// backends from line 8.
+std::string with_delivery(const std::string& delivery, const std::string& backend_lines) {
+  return kPorts + kLcores + "action:\n  type: forward\n  tx_port: wire\n  delivery: " + delivery + "\nbackends:\n" +
+         backend_lines;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"backends_not_a_list", kBase + "backends: {name: a}\n", "t.yaml:4:11: backends",
+                   "expected a list, got a map"},
+        BadProfile{"backends_empty", kBase + "backends: []\n", "t.yaml:4:11: backends",
+                   "at least one backend is required"},
+        BadProfile{"backend_unknown_key", with_backends("  - {name: a, mac: " + kMac1 + ", port: 1}\n"),
+                   "t.yaml:5:41: backends[0].port", "unknown key"},
+        BadProfile{"backend_name_missing", with_backends("  - {mac: " + kMac1 + "}\n"), "t.yaml:5:5: backends[0].name",
+                   "required key is missing"},
+        BadProfile{"backend_name_with_space", with_backends("  - {name: \"a b\", mac: " + kMac1 + "}\n"),
+                   "t.yaml:5:12: backends[0].name", "backend names are 1..32 of A-Z a-z 0-9 _ . -, got 'a b'"},
+        BadProfile{"backend_name_too_long", with_backends("  - {name: " + std::string(33, 'a') + ", mac: " + kMac1 + "}\n"),
+                   "t.yaml:5:12: backends[0].name", "backend names are 1..32"},
+        BadProfile{"backend_name_duplicate",
+                   with_backends("  - {name: a.1, mac: " + kMac1 + "}\n  - {name: a.1, mac: " + kMac2 + "}\n"),
+                   "t.yaml:6:12: backends[1].name", "duplicate backend name 'a.1' (also backends[0])"},
+        BadProfile{"backend_mac_missing", with_backends("  - {name: a}\n"), "t.yaml:5:5: backends[0].mac",
+                   "required key is missing"},
+        BadProfile{"backend_mac_five_octets", with_backends("  - {name: a, mac: \"02:00:00:00:01\"}\n"),
+                   "t.yaml:5:20: backends[0].mac", "expected a MAC address as six hex octets joined by ':'"},
+        BadProfile{"backend_mac_dashes", with_backends("  - {name: a, mac: \"02-00-00-00-00-01\"}\n"),
+                   "t.yaml:5:20: backends[0].mac", "got '02-00-00-00-00-01'"},
+        BadProfile{"backend_mac_not_hex", with_backends("  - {name: a, mac: \"02:00:00:00:00:0g\"}\n"),
+                   "t.yaml:5:20: backends[0].mac", "expected a MAC address"},
+        BadProfile{"backend_mac_multicast", with_backends("  - {name: a, mac: \"01:00:5e:00:00:01\"}\n"),
+                   "t.yaml:5:20: backends[0].mac", "a group address: multicast or broadcast"},
+        BadProfile{"backend_mac_zero", with_backends("  - {name: a, mac: \"00:00:00:00:00:00\"}\n"),
+                   "t.yaml:5:20: backends[0].mac", "all zeros"},
+        BadProfile{"backend_vxlan_mac_broadcast",
+                   with_backends("  - {name: a, mac: " + kMac1 + ", vxlan_mac: \"ff:ff:ff:ff:ff:ff\"}\n"),
+                   "t.yaml:5:52: backends[0].vxlan_mac", "expected a unicast MAC address"},
+        BadProfile{"backend_ipv4_three_octets", with_backends("  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0}\n"),
+                   "t.yaml:5:47: backends[0].ipv4", "expected an IPv4 address (dotted quad, e.g. 10.0.0.1), got '10.0.0'"},
+        BadProfile{"backend_ipv4_is_ipv6", with_backends("  - {name: a, mac: " + kMac1 + ", ipv4: \"fd00::1\"}\n"),
+                   "t.yaml:5:47: backends[0].ipv4", "expected an IPv4 address"},
+        BadProfile{"backend_ipv4_multicast", with_backends("  - {name: a, mac: " + kMac1 + ", ipv4: 224.0.0.1}\n"),
+                   "t.yaml:5:47: backends[0].ipv4", "expected a unicast IPv4 address, got '224.0.0.1'"},
+        BadProfile{"backend_ipv4_unspecified", with_backends("  - {name: a, mac: " + kMac1 + ", ipv4: 0.0.0.0}\n"),
+                   "t.yaml:5:47: backends[0].ipv4", "expected a unicast IPv4 address"},
+        BadProfile{"backend_ipv6_two_gaps", with_backends("  - {name: a, mac: " + kMac1 + ", ipv6: \"fd00::1::2\"}\n"),
+                   "t.yaml:5:47: backends[0].ipv6", "expected an IPv6 address"},
+        BadProfile{"backend_ipv6_multicast", with_backends("  - {name: a, mac: " + kMac1 + ", ipv6: \"ff02::1\"}\n"),
+                   "t.yaml:5:47: backends[0].ipv6", "expected a unicast IPv6 address"},
+        BadProfile{"backend_ipv4_duplicate",
+                   with_backends("  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1}\n  - {name: b, mac: " + kMac2 +
+                                 ", ipv4: 10.0.0.1}\n"),
+                   "t.yaml:6:47: backends[1].ipv4", "duplicate address 10.0.0.1 (also backends[0])"},
+        BadProfile{"backend_ipv6_duplicate_other_spelling",
+                   with_backends("  - {name: a, mac: " + kMac1 + ", ipv6: \"fd00::1\"}\n  - {name: b, mac: " + kMac2 +
+                                 ", ipv6: \"FD00:0:0::0001\"}\n"),
+                   "t.yaml:6:47: backends[1].ipv6", "duplicate address fd00::1 (also backends[0])"},
+        BadProfile{"backend_weight_zero", with_backends("  - {name: a, mac: " + kMac1 + ", weight: 0}\n"),
+                   "t.yaml:5:49: backends[0].weight", "must be in 1..1000, got 0"},
+        BadProfile{"backend_weight_above_1000", with_backends("  - {name: a, mac: " + kMac1 + ", weight: 1001}\n"),
+                   "t.yaml:5:49: backends[0].weight", "must be in 1..1000, got 1001"},
+        BadProfile{"backend_bad_state", with_backends("  - {name: a, mac: " + kMac1 + ", state: gone}\n"),
+                   "t.yaml:5:48: backends[0].state", "expected one of active | draining | down, got 'gone'"},
+        BadProfile{"backend_owner_not_owner_lcore", with_backends("  - {name: a, mac: " + kMac1 + ", owner: 2}\n"),
+                   "t.yaml:5:48: backends[0].owner", "lcore 2 is not an owner lcore (owners: 1)"},
+        BadProfile{"no_backend_active",
+                   with_backends("  - {name: a, mac: " + kMac1 + ", state: draining}\n  - {name: b, mac: " + kMac2 +
+                                 ", state: down}\n"),
+                   "t.yaml:5:3: backends", "no backend is active; at least one must take new connections"},
+        BadProfile{"backends_with_steering_servers",
+                   with_servers("    - {server_id: \"0001\", owner: 1}\n") + "backends:\n  - {name: a, mac: " + kMac1 +
+                       "}\n",
+                   "t.yaml:9:3: backends", "cannot be combined with steering.servers (line 7)"},
+        BadProfile{"backend_server_id_without_config",
+                   with_backends("  - {name: a, mac: " + kMac1 + ", server_ids: [\"0001\"]}\n"),
+                   "t.yaml:5:54: backends[0].server_ids[0]",
+                   "server ID is 2 octets, but no steering.quic_lb config has that server_id_len (have: none)"},
+        BadProfile{"backend_server_id_wrong_length",
+                   with_lb_backends("  - {name: a, mac: " + kMac1 + ", server_ids: [\"000001\"]}\n"),
+                   "t.yaml:7:54: backends[0].server_ids[0]", "server ID is 3 octets, but no steering.quic_lb config "
+                                                              "has that server_id_len (have: 2)"},
+        BadProfile{"backend_server_id_not_hex",
+                   with_lb_backends("  - {name: a, mac: " + kMac1 + ", server_ids: [\"00zz\"]}\n"),
+                   "t.yaml:7:54: backends[0].server_ids[0]", "('z' at position 3 is not a hex digit)"},
+        BadProfile{"backend_server_ids_not_a_list",
+                   with_lb_backends("  - {name: a, mac: " + kMac1 + ", server_ids: \"0001\"}\n"),
+                   "t.yaml:7:53: backends[0].server_ids", "expected a list"},
+        BadProfile{"backend_server_id_duplicate_across_backends",
+                   with_lb_backends("  - {name: a, mac: " + kMac1 + ", server_ids: [\"0001\"]}\n  - {name: b, mac: " +
+                                    kMac2 + ", server_ids: [\"0002\", \"0001\"]}\n"),
+                   "t.yaml:8:62: backends[1].server_ids[1]", "duplicate server ID 0001 (also backends[0])"},
+        BadProfile{"backend_server_id_duplicate_other_case",
+                   with_lb_backends("  - {name: a, mac: " + kMac1 + ", server_ids: [\"00ab\", \"00AB\"]}\n"),
+                   "t.yaml:7:62: backends[0].server_ids[1]", "duplicate server ID 00ab (also backends[0])"}),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Delivery, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"delivery_with_sink", kPorts + kLcores + "action: {type: sink, delivery: {mode: as_is}}\n",
+                   "t.yaml:3:32: action.delivery", "only allowed when action.type is forward (type is sink)"},
+        BadProfile{"delivery_with_reflect", kPorts + kLcores + "action: {type: reflect, delivery: {mode: as_is}}\n",
+                   "t.yaml:3:35: action.delivery", "only allowed when action.type is forward (type is reflect)"},
+        BadProfile{"delivery_unknown_key", with_delivery("{mode: as_is, vni: 1}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:27: action.delivery.vni", "unknown key (allowed here: mode, source_ipv4, source_ipv6"},
+        BadProfile{"delivery_bad_mode", with_delivery("{mode: gre}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:20: action.delivery.mode", "expected one of as_is | l2 | ipip | vxlan, got 'gre'"},
+        BadProfile{"l2_without_backends", kPorts + kLcores + "action: {type: forward, tx_port: wire, delivery: {mode: l2}}\n",
+                   "t.yaml:3:57: action.delivery.mode",
+                   "mode l2 delivers to backends, but the profile lists none (add backends)"},
+        BadProfile{"vxlan_without_backends",
+                   kPorts + kLcores + "action: {type: forward, tx_port: wire, delivery: {mode: vxlan}}\n",
+                   "t.yaml:3:57: action.delivery.mode", "mode vxlan delivers to backends"},
+        BadProfile{"vni_above_24_bits", with_delivery("{vxlan_vni: 16777216}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:25: action.delivery.vxlan_vni", "must be in 0..16777215, got 16777216"},
+        BadProfile{"vxlan_port_zero", with_delivery("{vxlan_port: 0}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:26: action.delivery.vxlan_port", "must be in 1..65535, got 0"},
+        BadProfile{"ttl_zero", with_delivery("{ttl: 0}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:19: action.delivery.ttl", "must be in 1..255, got 0"},
+        BadProfile{"ttl_256", with_delivery("{ttl: 256}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:19: action.delivery.ttl", "must be in 1..255, got 256"},
+        BadProfile{"icmp_rate_above_1M", with_delivery("{icmp_too_big_per_s: 1000001}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:34: action.delivery.icmp_too_big_per_s", "must be in 0..1000000, got 1000001"},
+        BadProfile{"source_ipv4_bad", with_delivery("{source_ipv4: 10.0.0.256}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:27: action.delivery.source_ipv4", "expected an IPv4 address"},
+        BadProfile{"source_ipv6_bad", with_delivery("{source_ipv6: \"fd00:::1\"}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:27: action.delivery.source_ipv6", "expected an IPv6 address"},
+        BadProfile{"delivery_vxlan_mac_multicast",
+                   with_delivery("{vxlan_mac: \"33:33:00:00:00:01\"}", "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:6:25: action.delivery.vxlan_mac", "a group address"},
+        BadProfile{"ipip_backend_without_address",
+                   with_delivery("{mode: ipip, source_ipv4: 10.0.0.254}",
+                                 "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1}\n  - {name: b, mac: " + kMac2 + "}\n"),
+                   "t.yaml:9:5: backends[1].ipv4",
+                   "required when action.delivery.mode is ipip: backends[1] ('b') needs an address to be reached at "
+                   "(ipv4, ipv6 or both)"},
+        BadProfile{"vxlan_backend_without_address",
+                   with_delivery("{mode: vxlan, source_ipv4: 10.0.0.254, vxlan_mac: " + kMac2 + "}",
+                                 "  - {name: a, mac: " + kMac1 + "}\n"),
+                   "t.yaml:8:5: backends[0].ipv4", "required when action.delivery.mode is vxlan"},
+        BadProfile{"ipip_ipv4_backend_without_source_ipv4",
+                   with_delivery("{mode: ipip, source_ipv6: \"fd00::fe\"}",
+                                 "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1}\n"),
+                   "t.yaml:6:13: action.delivery.source_ipv4",
+                   "required when action.delivery.mode is ipip: backends[0] ('a') is reached over IPv4"},
+        BadProfile{"ipip_dual_stack_backend_without_source_ipv6",
+                   with_delivery("{mode: ipip, source_ipv4: 10.0.0.254}",
+                                 "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1}\n  - {name: b, mac: " + kMac2 +
+                                     ", ipv4: 10.0.0.2, ipv6: \"fd00::2\"}\n"),
+                   "t.yaml:6:13: action.delivery.source_ipv6",
+                   "required when action.delivery.mode is ipip: backends[1] ('b') is reached over IPv6"},
+        BadProfile{"vxlan_ipv6_backend_without_source_ipv6",
+                   with_delivery("{mode: vxlan, vxlan_mac: " + kMac2 + "}",
+                                 "  - {name: a, mac: " + kMac1 + ", ipv6: \"fd00::1\"}\n"),
+                   "t.yaml:6:13: action.delivery.source_ipv6", "backends[0] ('a') is reached over IPv6"},
+        BadProfile{"vxlan_backend_without_any_vxlan_mac",
+                   with_delivery("{mode: vxlan, source_ipv4: 10.0.0.254}",
+                                 "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1, vxlan_mac: " + kMac2 +
+                                     "}\n  - {name: b, mac: " + kMac2 + ", ipv4: 10.0.0.2}\n"),
+                   "t.yaml:9:5: backends[1].vxlan_mac",
+                   "required when action.delivery.mode is vxlan and action.delivery.vxlan_mac is not given"}),
+    case_name);
+
+// `owners` owner lcores (ids 1..owners) and the given backends, forward on "wire".
+std::string fleet(unsigned owners, const std::string& backend_lines, const std::string& delivery = "{mode: l2}") {
+  std::string y = "ports: [{name: wire, device: net_null0, tx_queues: " + std::to_string(owners) +
+                  "}]\nlcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n";
+  for (unsigned id = 2; id <= owners; ++id) y += "  - {id: " + std::to_string(id) + ", owner: true}\n";
+  return y + "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}, "
+             "{config_id: 1, server_id_len: 3, nonce_len: 6}]\n"
+             "action: {type: forward, tx_port: wire, delivery: " + delivery + "}\nbackends:\n" + backend_lines;
+}
+
+TEST(Backends, DecodesEveryField) {
+  const qs::Profile p = qs::parse_profile(
+      fleet(2,
+            "  - name: srv-a.1\n"
+            "    server_ids: [\"0a01\", 0002, \"0B0C0D\"]\n"
+            "    ipv4: 10.77.2.11\n"
+            "    ipv6: \"FD77::0011\"\n"
+            "    mac: \"02:00:00:77:02:1A\"\n"
+            "    vxlan_mac: \"02:00:00:77:03:11\"\n"
+            "    weight: 1000\n"
+            "    state: draining\n"
+            "    owner: 2\n"
+            "  - {name: b, mac: \"02:00:00:00:00:02\"}\n"),
+      "t.yaml");
+  ASSERT_EQ(p.steering.backends.size(), 2u);
+  const qs::BackendConfig& a = p.steering.backends[0];
+  EXPECT_EQ(a.name, "srv-a.1");
+  EXPECT_EQ(a.server_ids, (std::vector<std::vector<std::uint8_t>>{{0x0a, 0x01}, {0x00, 0x02}, {0x0b, 0x0c, 0x0d}}));
+  ASSERT_TRUE(a.ipv4.has_value());
+  EXPECT_EQ(*a.ipv4, (std::array<std::uint8_t, 4>{10, 77, 2, 11}));
+  ASSERT_TRUE(a.ipv6.has_value());
+  EXPECT_EQ(*a.ipv6, (std::array<std::uint8_t, 16>{0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11}));
+  EXPECT_EQ(a.mac, (std::array<std::uint8_t, 6>{0x02, 0, 0, 0x77, 0x02, 0x1a}));
+  ASSERT_TRUE(a.vxlan_mac.has_value());
+  EXPECT_EQ(*a.vxlan_mac, (std::array<std::uint8_t, 6>{0x02, 0, 0, 0x77, 0x03, 0x11}));
+  EXPECT_EQ(a.weight, 1000u);
+  EXPECT_EQ(a.state, qs::BackendState::kDraining);
+  EXPECT_EQ(a.owner_lcore, 2u);
+  EXPECT_EQ(a.slot, 0);
+  // Defaults; the first backend without an owner goes to the first owner.
+  const qs::BackendConfig& b = p.steering.backends[1];
+  EXPECT_TRUE(b.server_ids.empty());
+  EXPECT_FALSE(b.ipv4.has_value());
+  EXPECT_FALSE(b.ipv6.has_value());
+  EXPECT_FALSE(b.vxlan_mac.has_value());
+  EXPECT_EQ(b.weight, 1u);
+  EXPECT_EQ(b.state, qs::BackendState::kActive);
+  EXPECT_EQ(b.owner_lcore, 1u);
+  EXPECT_EQ(b.slot, 1);
+  // Server IDs live in the backends, not in the routes.
+  EXPECT_TRUE(p.steering.server_routes.empty());
+  EXPECT_EQ(p.action.delivery.mode, qs::DeliveryMode::kL2);
+}
+
+TEST(Backends, WithoutThemNothingChanges) {
+  const qs::Profile p = qs::parse_profile(kPorts + kLcores + "action: {type: forward, tx_port: wire}\n", "t.yaml");
+  EXPECT_TRUE(p.steering.backends.empty());
+  const qs::DeliveryConfig& d = p.action.delivery;
+  EXPECT_EQ(d.mode, qs::DeliveryMode::kAsIs);
+  EXPECT_FALSE(d.source_ipv4.has_value());
+  EXPECT_FALSE(d.source_ipv6.has_value());
+  EXPECT_EQ(d.vxlan_vni, 1u);
+  EXPECT_EQ(d.vxlan_port, 4789);
+  EXPECT_FALSE(d.vxlan_mac.has_value());
+  EXPECT_EQ(d.ttl, 64);
+  EXPECT_EQ(d.icmp_too_big_per_s, 100u);
+  const std::string dump = qs::dump_profile(p);
+  EXPECT_THAT(dump, ::testing::Not(HasSubstr("backends")));
+  EXPECT_THAT(dump, HasSubstr("mode: as_is"));
+  // Sink and reflect have no delivery, and the dump writes none.
+  EXPECT_THAT(qs::dump_profile(qs::parse_profile(kBase, "t.yaml")), ::testing::Not(HasSubstr("delivery")));
+  // Backends need no delivery mode: as_is and sink take them too.
+  EXPECT_EQ(qs::parse_profile(with_backends("  - {name: a, mac: " + kMac1 + "}\n"), "t.yaml").steering.backends.size(),
+            1u);
+}
+
+// The k-th backend without an owner goes to owner_lcores[k % owners], in
+// profile order; backends with an owner do not count.
+TEST(Backends, OwnersSpreadEvenlyInProfileOrder) {
+  std::string lines;
+  for (int i = 0; i < 7; ++i) {
+    lines += "  - {name: s" + std::to_string(i) + ", mac: \"02:00:00:00:00:0" + std::to_string(i + 1) + "\"" +
+             (i == 1 ? ", owner: 3" : i == 4 ? ", owner: 1" : "") + "}\n";
+  }
+  const qs::Profile p = qs::parse_profile(fleet(3, lines), "t.yaml");
+  std::vector<unsigned> owners;
+  std::vector<std::uint16_t> slots;
+  for (const qs::BackendConfig& b : p.steering.backends) {
+    owners.push_back(b.owner_lcore);
+    slots.push_back(b.slot);
+  }
+  // Unassigned s0 s2 s3 s5 s6 -> 1 2 3 1 2; s1 -> 3 and s4 -> 1 as given.
+  EXPECT_EQ(owners, (std::vector<unsigned>{1, 3, 2, 3, 1, 1, 2}));
+  EXPECT_EQ(slots, (std::vector<std::uint16_t>{0, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Backends, DrainingAndDownAreFineWhileOneIsActive) {
+  const qs::Profile p = qs::parse_profile(
+      with_backends("  - {name: a, mac: " + kMac1 + ", state: down}\n  - {name: b, mac: " + kMac2 +
+                    ", state: draining}\n  - {name: c, mac: \"02:00:00:00:00:03\"}\n"),
+      "t.yaml");
+  ASSERT_EQ(p.steering.backends.size(), 3u);
+  EXPECT_EQ(p.steering.backends[0].state, qs::BackendState::kDown);
+  EXPECT_EQ(p.steering.backends[1].state, qs::BackendState::kDraining);
+  EXPECT_EQ(p.steering.backends[2].state, qs::BackendState::kActive);
+}
+
+// 4096 backends load; one more is refused at the list.
+TEST(Backends, AtMostKMaxBackends) {
+  std::string lines;
+  char line[96];
+  for (unsigned i = 0; i < qs::kMaxBackends; ++i) {
+    std::snprintf(line, sizeof line, "  - {name: b%u, mac: \"02:00:00:00:%02x:%02x\", ipv4: 10.1.%u.%u}\n", i,
+                  i >> 8, i & 0xff, i >> 8, i & 0xff);
+    lines += line;
+  }
+  const qs::Profile p = qs::parse_profile(with_backends(lines), "t.yaml");
+  ASSERT_EQ(p.steering.backends.size(), qs::kMaxBackends);
+  EXPECT_EQ(p.steering.backends.back().slot, qs::kMaxBackends - 1);
+  EXPECT_THAT(error_of(with_backends(lines + "  - {name: extra, mac: " + kMac1 + "}\n")),
+              StartsWith("t.yaml:5:3: backends: at most 4096 backends, got 4097"));
+}
+
+TEST(Delivery, DecodesEveryField) {
+  const qs::Profile p = qs::parse_profile(
+      with_delivery("{mode: vxlan, source_ipv4: 10.77.2.1, source_ipv6: \"fd77::1\", vxlan_vni: 16777215, "
+                    "vxlan_port: 8472, vxlan_mac: \"02:00:00:77:03:01\", ttl: 1, icmp_too_big_per_s: 0}",
+                    "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1, ipv6: \"fd00::1\"}\n"),
+      "t.yaml");
+  const qs::DeliveryConfig& d = p.action.delivery;
+  EXPECT_EQ(d.mode, qs::DeliveryMode::kVxlan);
+  ASSERT_TRUE(d.source_ipv4.has_value());
+  EXPECT_EQ(*d.source_ipv4, (std::array<std::uint8_t, 4>{10, 77, 2, 1}));
+  ASSERT_TRUE(d.source_ipv6.has_value());
+  EXPECT_EQ((*d.source_ipv6)[0], 0xfd);
+  EXPECT_EQ((*d.source_ipv6)[15], 0x01);
+  EXPECT_EQ(d.vxlan_vni, 16777215u);
+  EXPECT_EQ(d.vxlan_port, 8472);
+  ASSERT_TRUE(d.vxlan_mac.has_value());
+  EXPECT_EQ(*d.vxlan_mac, (std::array<std::uint8_t, 6>{0x02, 0, 0, 0x77, 0x03, 0x01}));
+  EXPECT_EQ(d.ttl, 1);
+  EXPECT_EQ(d.icmp_too_big_per_s, 0u);
+}
+
+TEST(Delivery, EachModeAcceptsWhatItNeeds) {
+  const std::string a4 = "  - {name: a, mac: " + kMac1 + ", ipv4: 10.0.0.1}\n";
+  const std::string b6 = "  - {name: b, mac: " + kMac2 + ", ipv6: \"fd00::2\"}\n";
+  const auto mode = [](const std::string& yaml) { return qs::parse_profile(yaml, "t.yaml").action.delivery.mode; };
+  // l2: a mac is all a backend needs.
+  EXPECT_EQ(mode(with_delivery("{mode: l2}", "  - {name: a, mac: " + kMac1 + "}\n")), qs::DeliveryMode::kL2);
+  // ipip: only the sources of the families the backends are reached over.
+  EXPECT_EQ(mode(with_delivery("{mode: ipip, source_ipv4: 10.0.0.254}", a4)), qs::DeliveryMode::kIpip);
+  EXPECT_EQ(mode(with_delivery("{mode: ipip, source_ipv6: \"fd00::fe\"}", b6)), qs::DeliveryMode::kIpip);
+  EXPECT_EQ(mode(with_delivery("{mode: ipip, source_ipv4: 10.0.0.254, source_ipv6: \"fd00::fe\"}", a4 + b6)),
+            qs::DeliveryMode::kIpip);
+  // vxlan: the fleet-wide inner MAC stands in for a backend's own.
+  EXPECT_EQ(mode(with_delivery("{mode: vxlan, source_ipv4: 10.0.0.254, vxlan_mac: \"02:00:00:00:03:01\"}", a4)),
+            qs::DeliveryMode::kVxlan);
+  EXPECT_EQ(mode(with_delivery("{mode: vxlan, source_ipv6: \"fd00::fe\"}",
+                               "  - {name: b, mac: " + kMac2 + ", ipv6: \"fd00::2\", vxlan_mac: " + kMac1 + "}\n")),
+            qs::DeliveryMode::kVxlan);
+}
+
+TEST(Delivery, NamesAreTheProfilesSpelling) {
+  EXPECT_STREQ(qs::delivery_mode_name(qs::DeliveryMode::kAsIs), "as_is");
+  EXPECT_STREQ(qs::delivery_mode_name(qs::DeliveryMode::kL2), "l2");
+  EXPECT_STREQ(qs::delivery_mode_name(qs::DeliveryMode::kIpip), "ipip");
+  EXPECT_STREQ(qs::delivery_mode_name(qs::DeliveryMode::kVxlan), "vxlan");
+  EXPECT_STREQ(qs::backend_state_name(qs::BackendState::kActive), "active");
+  EXPECT_STREQ(qs::backend_state_name(qs::BackendState::kDraining), "draining");
+  EXPECT_STREQ(qs::backend_state_name(qs::BackendState::kDown), "down");
+}
+
+// The dump spells every backend out, owners resolved, and reads back to the
+// same backends and delivery.
+TEST(Backends, DumpReadsBackToTheSameFleet) {
+  const qs::Profile p = qs::parse_profile(
+      fleet(2,
+            "  - {name: a, server_ids: [\"0001\", \"0a0b0c\"], ipv4: 10.0.0.1, ipv6: \"fd00::1\", mac: " + kMac1 +
+                ", vxlan_mac: \"02:00:00:00:03:01\", weight: 7, state: draining}\n"
+                "  - {name: b, server_ids: [\"0002\"], ipv6: \"fd00::2\", mac: " + kMac2 + ", state: down, owner: 1}\n"
+                "  - {name: c, ipv4: 10.0.0.3, mac: \"02:00:00:00:00:03\"}\n",
+            "{mode: vxlan, source_ipv4: 10.0.0.254, source_ipv6: \"fd00::fe\", vxlan_vni: 0, vxlan_port: 4790, "
+            "vxlan_mac: \"02:00:00:00:03:ff\", ttl: 32, icmp_too_big_per_s: 5}"),
+      "t.yaml");
+  const std::string dump = qs::dump_profile(p);
+  EXPECT_THAT(dump, HasSubstr("server_ids: [\"0001\", \"0a0b0c\"]"));
+  EXPECT_THAT(dump, HasSubstr("ipv6: \"fd00::1\""));
+  EXPECT_THAT(dump, HasSubstr("mac: \"02:00:00:00:00:01\""));
+  EXPECT_THAT(dump, HasSubstr("state: draining"));
+  EXPECT_THAT(dump, ::testing::Not(HasSubstr("slot")));
+  const qs::Profile again = qs::parse_profile(dump, "dump.yaml");
+  EXPECT_EQ(qs::dump_profile(again), dump);
+  ASSERT_EQ(again.steering.backends.size(), p.steering.backends.size());
+  for (std::size_t i = 0; i < p.steering.backends.size(); ++i) {
+    const qs::BackendConfig &x = p.steering.backends[i], &y = again.steering.backends[i];
+    SCOPED_TRACE(x.name);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.server_ids, y.server_ids);
+    EXPECT_EQ(x.ipv4, y.ipv4);
+    EXPECT_EQ(x.ipv6, y.ipv6);
+    EXPECT_EQ(x.mac, y.mac);
+    EXPECT_EQ(x.vxlan_mac, y.vxlan_mac);
+    EXPECT_EQ(x.weight, y.weight);
+    EXPECT_EQ(x.state, y.state);
+    EXPECT_EQ(x.owner_lcore, y.owner_lcore);
+    EXPECT_EQ(x.slot, y.slot);
+  }
+  // a and c had no owner: spread to 1 and 2, and the dump says so.
+  EXPECT_EQ(again.steering.backends[0].owner_lcore, 1u);
+  EXPECT_EQ(again.steering.backends[2].owner_lcore, 2u);
+  const qs::DeliveryConfig &d = p.action.delivery, &e = again.action.delivery;
+  EXPECT_EQ(e.mode, d.mode);
+  EXPECT_EQ(e.source_ipv4, d.source_ipv4);
+  EXPECT_EQ(e.source_ipv6, d.source_ipv6);
+  EXPECT_EQ(e.vxlan_vni, 0u);
+  EXPECT_EQ(e.vxlan_port, 4790);
+  EXPECT_EQ(e.vxlan_mac, d.vxlan_mac);
+  EXPECT_EQ(e.ttl, 32);
+  EXPECT_EQ(e.icmp_too_big_per_s, 5u);
+}
+
 // --- accepted profiles -------------------------------------------------------------
 
 TEST(Profile, FillsEveryDefault) {
@@ -830,6 +1233,53 @@ TEST(ShippedProfiles, DemoSpellsOutEveryKey) {
   expect_same_keys(YAML::Load(qs::dump_profile(p)), YAML::LoadFile(path), "");
 }
 
+// demo.yaml's backends example is commented out (the demo has no fleet): once
+// uncommented it loads, and it spells out every key a backend has. Likewise
+// the optional keys of action.delivery that it leaves commented.
+std::string demo_text() {
+  std::ifstream in(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
+  std::istringstream demo(demo_text());
+  std::string line, example;
+  bool inside = false;
+  while (std::getline(demo, line)) {
+    if (line == "# backends:") inside = true;
+    if (inside && (line.rfind("#", 0) != 0 || line.rfind("# A reload", 0) == 0)) break;
+    if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
+  }
+  ASSERT_FALSE(example.empty()) << "no '# backends:' example in demo.yaml";
+  const std::string yaml = kPorts + kLcores + kSink +
+                           "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\n" + example;
+  qs::Profile p;
+  try {
+    p = qs::parse_profile(yaml, "demo-backends.yaml");
+  } catch (const qs::ProfileError& e) {
+    FAIL() << e.what() << "\n" << yaml;
+  }
+  ASSERT_GE(p.steering.backends.size(), 2u);
+  const qs::BackendConfig& first = p.steering.backends[0];
+  ASSERT_TRUE(first.ipv4 && first.ipv6 && first.vxlan_mac) << "the first example backend sets every key";
+  expect_same_keys(YAML::Load(qs::dump_profile(p))["backends"], YAML::Load(example)["backends"], "backends");
+}
+
+TEST(ShippedProfiles, DemoDeliveryCommentsLoadAndSpellOutEveryKey) {
+  std::string text = demo_text();
+  for (const char* key : {"source_ipv4:", "source_ipv6:", "vxlan_mac:"}) {
+    const std::string commented = std::string("    # ") + key;
+    const auto at = text.find(commented);
+    ASSERT_NE(at, std::string::npos) << commented << " is missing from demo.yaml";
+    text.replace(at, commented.size(), std::string("    ") + key);
+  }
+  const qs::Profile p = qs::parse_profile(text, "demo-delivery.yaml");
+  EXPECT_TRUE(p.action.delivery.source_ipv4 && p.action.delivery.source_ipv6 && p.action.delivery.vxlan_mac);
+  expect_same_keys(YAML::Load(qs::dump_profile(p)), YAML::Load(text), "");
+}
+
 TEST(ShippedProfiles, DemoIsTheSymmetricTwoOwnerLayout) {
   const qs::Profile p = qs::load_profile(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml");
   ASSERT_EQ(p.ports.size(), 2u);
@@ -859,6 +1309,17 @@ TEST(ShippedProfiles, PoliciesMatchTheirNames) {
   EXPECT_FALSE(metal.ports[0].is_vdev());
   EXPECT_FALSE(metal.ports[1].is_vdev());
   EXPECT_EQ(std::count(metal.eal.begin(), metal.eal.end(), "--no-huge"), 0);
+  // Direct routing to four backends on the servers port, one per owner.
+  EXPECT_EQ(metal.action.delivery.mode, qs::DeliveryMode::kL2);
+  EXPECT_EQ(metal.port_index("servers"), metal.action.tx_port);
+  EXPECT_TRUE(metal.steering.server_routes.empty());
+  ASSERT_EQ(metal.steering.backends.size(), 4u);
+  std::vector<unsigned> owners;
+  for (const qs::BackendConfig& b : metal.steering.backends) {
+    owners.push_back(b.owner_lcore);
+    EXPECT_EQ(b.server_ids.size(), 1u) << b.name;
+  }
+  EXPECT_EQ(owners, metal.steering.owner_lcores);
 }
 
 }  // namespace
@@ -978,4 +1439,78 @@ TEST(ReloadRefusal, FallbackKeyChangesOnlyWhenTheNewProfileSaysSo) {
   EXPECT_EQ(qs::reload_refusal(running, reload_parse(reload_profile(
                                              q, s, "{key: \"ff0102030405060708090a0b0c0d0e0f\", rekey_on_reload: true}"))),
             std::nullopt);
+}
+
+// --- issue 26: a reload may change the fleet and how it is delivered to --------
+
+// Two owners, forward on "wire"; no backends key when `backend_lines` is empty.
+std::string fleet_reload(const std::string& backend_lines, const std::string& delivery, const std::string& tail = "") {
+  return "ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
+         "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n"
+         "steering:\n  quic_lb: [" + kConfig0 + "]\n"
+         "action: {type: forward, tx_port: wire, delivery: " + delivery + "}\n" +
+         (backend_lines.empty() ? "" : "backends:\n" + backend_lines) + tail;
+}
+const std::string kFleetA = "  - {name: a, server_ids: [\"0001\"], ipv4: 10.0.0.1, mac: \"02:00:00:00:00:01\"}\n";
+const std::string kFleetB = "  - {name: b, server_ids: [\"0002\"], ipv4: 10.0.0.2, mac: \"02:00:00:00:00:02\"}\n";
+const std::string kL2 = "{mode: l2}";
+
+TEST(ReloadRefusal, BackendsMayChangeInEveryWay) {
+  const qs::Profile running = reload_parse(fleet_reload(kFleetA + kFleetB, kL2));
+  EXPECT_EQ(qs::reload_refusal(running, running), std::nullopt);
+  const std::vector<std::string> fleets = {
+      kFleetA,                                                     // one removed
+      kFleetA + kFleetB + "  - {name: c, mac: \"02:00:00:00:00:03\"}\n",  // one added
+      kFleetB + kFleetA,                                           // reordered
+      "  - {name: a, server_ids: [\"0001\", \"0003\"], ipv4: 10.0.0.9, ipv6: \"fd00::9\", mac: \"02:00:00:00:00:09\", "
+      "vxlan_mac: \"02:00:00:00:03:09\", weight: 9, state: draining, owner: 2}\n" + kFleetB,  // every field
+      "  - {name: a2, server_ids: [\"0001\"], ipv4: 10.0.0.1, mac: \"02:00:00:00:00:01\"}\n" + kFleetB,  // renamed
+  };
+  for (const std::string& f : fleets) {
+    EXPECT_EQ(qs::reload_refusal(running, reload_parse(fleet_reload(f, kL2))), std::nullopt) << f;
+  }
+  // From no fleet to one and back.
+  const qs::Profile none = reload_parse(fleet_reload("", "{mode: as_is}"));
+  EXPECT_EQ(qs::reload_refusal(none, running), std::nullopt);
+  EXPECT_EQ(qs::reload_refusal(running, none), std::nullopt);
+}
+
+TEST(ReloadRefusal, DeliveryMayChange) {
+  const qs::Profile running = reload_parse(fleet_reload(kFleetA + kFleetB, kL2));
+  for (const std::string& delivery :
+       {std::string("{mode: as_is}"), std::string("{mode: ipip, source_ipv4: 10.0.0.254, ttl: 8}"),
+        std::string("{mode: vxlan, source_ipv4: 10.0.0.254, vxlan_mac: \"02:00:00:00:03:01\", vxlan_vni: 7, "
+                    "vxlan_port: 8472, icmp_too_big_per_s: 0}")}) {
+    EXPECT_EQ(qs::reload_refusal(running, reload_parse(fleet_reload(kFleetA + kFleetB, delivery))), std::nullopt)
+        << delivery;
+  }
+}
+
+TEST(ReloadRefusal, EverythingElseStaysRefusedAlongsideAFleetChange) {
+  const qs::Profile running = reload_parse(fleet_reload(kFleetA + kFleetB, kL2));
+  struct Case {
+    std::string yaml, starts;
+  };
+  const std::vector<Case> cases = {
+      {fleet_reload(kFleetA, kL2, "rings: {size: 2048}\n"), "rings.size: was '1024', now '2048'"},
+      {fleet_reload(kFleetA, "{mode: as_is}", "polling: {idle_polls_before_sleep: 9}\n"),
+       "polling.idle_polls_before_sleep: was '256', now '9'"},
+      {"ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
+       "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n"
+       "steering:\n  quic_lb: [" + kConfig0 + "]\n"
+       "action: {type: forward, tx_port: wire, delivery: " + kL2 + ", tx_drain_us: 7}\nbackends:\n" + kFleetA,
+       "action.tx_drain_us: was '100', now '7'"},
+  };
+  for (const Case& c : cases) {
+    const auto refusal = qs::reload_refusal(running, reload_parse(c.yaml));
+    ASSERT_TRUE(refusal.has_value()) << c.yaml;
+    EXPECT_THAT(*refusal, StartsWith(c.starts)) << c.yaml;
+  }
+  // A fleet cannot make a forward action a sink.
+  const auto refusal = qs::reload_refusal(
+      running, reload_parse("ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
+                            "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n"
+                            "steering:\n  quic_lb: [" + kConfig0 + "]\naction: {type: sink}\nbackends:\n" + kFleetA));
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_THAT(*refusal, StartsWith("action.type: was 'forward', now 'sink'"));
 }

@@ -74,6 +74,22 @@ std::vector<std::string> seed_profiles() {
       "backpressure: {policy: park, high_watermark: 768, low_watermark: 256, park_timeout_us: 10000}\n"
       "action: {type: forward, tx_port: wire, idle_timeout_ms: 30000}\n"
       "polling: {idle_sleep_us: 50}\nstats: {period_ms: 1000}\nduration_s: 1.5\n");
+  // And one with a fleet and encapsulated delivery (issue 26): backends whose
+  // addresses, MACs and server IDs the mutations hit.
+  texts.push_back(
+      "ports:\n  - name: wire\n    device: net_null0\n    rx_queues: 2\n    tx_queues: 2\n"
+      "lcores:\n  - id: 1\n    rx: [\"wire:0\"]\n    owner: true\n  - id: 2\n    rx: [\"wire:1\"]\n    owner: true\n"
+      "steering:\n  quic_lb:\n    - {config_id: 0, server_id_len: 2, nonce_len: 6}\n"
+      "backends:\n"
+      "  - name: srv-a\n    server_ids: [\"0001\", \"0a02\"]\n    ipv4: 10.77.2.11\n    ipv6: \"fd77::11\"\n"
+      "    mac: \"02:00:00:77:02:11\"\n    vxlan_mac: \"02:00:00:77:03:11\"\n    weight: 1\n    state: active\n"
+      "    owner: 1\n"
+      "  - {name: srv-b, server_ids: [\"0002\"], ipv4: 10.77.2.12, mac: \"02:00:00:77:02:12\", weight: 3, state: draining}\n"
+      "  - {name: srv-c, ipv6: \"fd77::13\", mac: \"02:00:00:77:02:13\", state: down, owner: 2}\n"
+      "action:\n  type: forward\n  tx_port: wire\n  delivery:\n    mode: vxlan\n    source_ipv4: 10.77.2.1\n"
+      "    source_ipv6: \"fd77::1\"\n    vxlan_vni: 1\n    vxlan_port: 4789\n    vxlan_mac: \"02:00:00:77:03:01\"\n"
+      "    ttl: 64\n    icmp_too_big_per_s: 100\n"
+      "polling: {idle_sleep_us: 50}\nduration_s: 1.5\n");
   return texts;
 }
 
@@ -84,7 +100,10 @@ const std::vector<std::string> kTokens = {
     "{}", "[1, 2]", "{a: 1}", "\"wire:0\"", "\"wire:9\"", "wire:0", "net_null0", "net_ring0", "0000:3b:00.0",
     "park", "drop", "shed-new", "forward", "reflect", "sink", "full", "none", "\"0001\"", "\"zz\"",
     "00000000000000000000000000000000", "&a", "*a", "!!str", "!", "|", ">", "- ", ": ", "#", "\t", "%YAML 1.2",
-    "---", "...", "? ", std::string(300, 'x'), "\"\\u0000\"", "\xff\xfe", "owner", "rx", "id", "ports", "lcores"};
+    "---", "...", "? ", std::string(300, 'x'), "\"\\u0000\"", "\xff\xfe", "owner", "rx", "id", "ports", "lcores",
+    "backends", "as_is", "l2", "ipip", "vxlan", "active", "draining", "down", "10.0.0.1", "224.0.0.1", "0.0.0.0",
+    "\"fd00::1\"", "\"ff02::1\"", "\"::\"", "\"02:00:00:00:00:01\"", "\"01:00:5e:00:00:01\"", "\"02-00-00-00-00-01\"",
+    "16777215", "srv-a", "[\"0001\"]"};
 
 struct Mutator {
   std::mt19937_64 rng;
