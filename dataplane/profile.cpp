@@ -983,7 +983,9 @@ class ProfileDecoder {
     }
     if (d.mode == DeliveryMode::kL2) return;  // every backend has its mac
 
-    const auto named = [&](std::size_t i) { return "backends[" + std::to_string(i) + "] ('" + backends[i].name + "')"; };
+    const auto named = [&](std::size_t i) {
+      return "backends[" + std::to_string(i) + "] ('" + backends[i].name + "')";
+    };
     // The outer header's family is the inner packet's when the backend has
     // an address of that family, else its other one: a backend with an
     // IPv4 address is reached over IPv4 (for some traffic at least), and so
@@ -1341,8 +1343,12 @@ std::string dump_profile(const Profile& p) {
     const DeliveryConfig& d = p.action.delivery;
     out << YAML::Key << "delivery" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "mode" << YAML::Value << delivery_mode_name(d.mode);
-    if (d.source_ipv4) out << YAML::Key << "source_ipv4" << YAML::Value << YAML::DoubleQuoted << format_ipv4(*d.source_ipv4);
-    if (d.source_ipv6) out << YAML::Key << "source_ipv6" << YAML::Value << YAML::DoubleQuoted << format_ipv6(*d.source_ipv6);
+    if (d.source_ipv4) {
+      out << YAML::Key << "source_ipv4" << YAML::Value << YAML::DoubleQuoted << format_ipv4(*d.source_ipv4);
+    }
+    if (d.source_ipv6) {
+      out << YAML::Key << "source_ipv6" << YAML::Value << YAML::DoubleQuoted << format_ipv6(*d.source_ipv6);
+    }
     out << YAML::Key << "vxlan_vni" << YAML::Value << d.vxlan_vni;
     out << YAML::Key << "vxlan_port" << YAML::Value << d.vxlan_port;
     if (d.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << format_mac(*d.vxlan_mac);
