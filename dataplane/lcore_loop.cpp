@@ -136,7 +136,10 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
 
 // An ICMP too-big reply to m, back out of the port m came in on, within the
 // plan's rate (a budget per second, refilled when a second has passed).
-// Returns whether one was staged.
+// Returns whether one was sent. The reply is quicsteer's own packet, not a
+// received one: it goes straight to the owner's TX queue, outside the TX
+// stage and its counters (a queue that refuses it costs the reply, counted
+// as not sent, and holds nobody).
 bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTemplate& t, rte_mbuf* m,
                   const SteerMeta& meta, std::uint64_t now) {
   if (plan.icmp_per_second() == 0) return false;
@@ -146,7 +149,7 @@ bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTempla
   }
   if (c.icmp_budget == 0) return false;
   TxQueueContext* t_out = m->port < c.tx_by_port.size() ? c.tx_by_port[m->port] : nullptr;
-  if (t_out == nullptr || !t_out->stage.has_room()) return false;
+  if (t_out == nullptr) return false;
   rte_mbuf* reply = rte_pktmbuf_alloc(m->pool);
   if (reply == nullptr) return false;
   if (!build_too_big_reply(t, m, meta, reply)) {
@@ -154,7 +157,11 @@ bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTempla
     return false;
   }
   --c.icmp_budget;
-  stage_tx(c, *t_out, reply, now);
+  tsan_release(reply);  // it goes into a device from here (tsan.h)
+  if (rte_eth_tx_burst(t_out->port_id, t_out->queue, &reply, 1) != 1) {
+    rte_pktmbuf_free(reply);
+    return false;
+  }
   return true;
 }
 

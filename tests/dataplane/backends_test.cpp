@@ -221,6 +221,88 @@ TEST_F(Backends, DrainedBackendKeepsItsConnectionsAndDownBackendGetsNothing) {
   EXPECT_GE(malformed, malformed_after);
 }
 
+// VXLAN delivery through a port of MTU 1250: a frame whose IP packet no
+// longer fits once encapsulated (50 octets around an IPv4 one, 70 around an
+// IPv6 one, outer family = inner here) is dropped as too_big on its backend,
+// and the client gets an ICMP "fragmentation needed" / ICMPv6 "packet too
+// big" with the MTU it may use, out of the port the frame came in on.
+TEST_F(Backends, TooBigOnceEncapsulatedIsDroppedCountedAndAnsweredWithTheUsableMtu) {
+  std::string yaml = fleet_profile();
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = yaml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    yaml.replace(at, from.size(), to);
+  };
+  replace("rss: false}", "rss: false, mtu: 1250}");
+  replace("delivery: {mode: l2}",
+          "delivery: {mode: vxlan, source_ipv4: 10.9.0.1, source_ipv6: \"fd09::1\", vxlan_vni: 7, "
+          "vxlan_mac: \"02:00:00:00:0c:01\", icmp_too_big_per_s: 1000000}");
+  for (unsigned b = 0; b < kBackends; ++b) {
+    char from[64], to[128];
+    std::snprintf(from, sizeof from, "name: b%u, ", b);
+    std::snprintf(to, sizeof to, "name: b%u, ipv4: 10.9.1.%u, ipv6: \"fd09::1:%u\", ", b, b + 1, b + 1);
+    replace(from, to);
+  }
+  RingPort port(kLcores, 1024, kLcores, 1 << 16);
+  Scenario scenario(yaml, port);
+  std::uint64_t icmp4 = 0, icmp6 = 0, encapsulated = 0;
+  std::set<std::uint16_t> announced;
+  RunOptions options;
+  options.inspect_tx = [&](const rte_mbuf* m, unsigned) {
+    const auto* f = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    const std::uint32_t len = rte_pktmbuf_data_len(m);
+    ASSERT_GE(len, 14u + 40u + 8u);
+    if (f[12] == 0x08 && f[23] == 1) {  // IPv4, ICMP: our reply
+      EXPECT_EQ(f[34], 3);  // destination unreachable
+      EXPECT_EQ(f[35], 4);  // fragmentation needed
+      announced.insert(std::uint16_t(f[40] << 8 | f[41]));
+      ++icmp4;
+    } else if (f[12] == 0x86 && f[20] == 58) {  // IPv6, ICMPv6
+      EXPECT_EQ(f[54], 2);  // packet too big
+      announced.insert(std::uint16_t(f[60] << 8 | f[61]));
+      ++icmp6;
+    } else {
+      // Encapsulated: outer UDP to 4789, within the MTU.
+      const unsigned ip = f[12] == 0x86 ? 40 : 20;
+      EXPECT_EQ(f[14 + ip + 2] << 8 | f[14 + ip + 3], 4789);
+      EXPECT_LE(len - 14, 1250u);
+      ++encapsulated;
+    }
+  };
+  const ScenarioResult r = scenario.run(traffic_.frames, traffic_.queue_of, options);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.mbufs_leaked, 0);
+  EXPECT_EQ(r.accounting, "");
+
+  // What should not fit, and which of those an ICMP error may answer: every
+  // IPv6 packet, and IPv4 ones that forbid fragmentation (DF).
+  std::uint64_t too_big = 0, answerable = 0, fits = 0;
+  for (const auto& p : traffic_.traffic.packets) {
+    const ParsedPacket pp = parse_packet(p.frame.data(), p.frame.size(), ParserConfig{});
+    if (pp.verdict == Verdict::kMalformed) continue;
+    const std::uint8_t* ip = p.frame.data() + pp.l3_offset;
+    const bool v6 = pp.ip_version == 6;
+    const unsigned ip_len = v6 ? 40u + (ip[4] << 8 | ip[5]) : unsigned(ip[2] << 8 | ip[3]);
+    if (ip_len + (v6 ? 70u : 50u) > 1250u) {
+      ++too_big;
+      answerable += v6 || (ip[6] & 0x40) != 0;
+    } else {
+      ++fits;
+    }
+  }
+  ASSERT_GT(too_big, 100u) << "the traffic must have frames that do not fit";
+  EXPECT_EQ(r.stats.drops_total[std::size_t(DropReason::kTooBig)], too_big);
+  std::uint64_t counted = 0, sent = 0;
+  for (const auto& b : r.stats.backends) counted += b.too_big, sent += b.icmp_sent;
+  EXPECT_EQ(counted, too_big);
+  EXPECT_EQ(sent, icmp4 + icmp6);
+  EXPECT_EQ(sent, answerable);
+  EXPECT_GT(icmp4 + icmp6, 0u);
+  EXPECT_EQ(encapsulated, fits);
+  // The MTU announced is what the port leaves of the frame once encapsulated.
+  for (const std::uint16_t mtu : announced) EXPECT_TRUE(mtu == 1250 - 50 || mtu == 1250 - 70) << mtu;
+}
+
 TEST(BackendSlots, ReloadKeepsEachSurvivingBackendsSlotAndNeverReusesOne) {
   std::vector<BackendConfig> running(3);
   for (unsigned i = 0; i < 3; ++i) {
