@@ -181,7 +181,9 @@ inline std::uint16_t sum_be16(const std::uint8_t* p, std::uint32_t len) {
 }  // namespace delivery_detail
 
 // Delivers one frame by `t`. frame: its first octet, with `headroom` writable
-// octets before it; len: its length; l3_offset: where its IP header starts
+// octets before it; len: its octets contiguous from `frame` (an mbuf's
+// data_len: a frame whose IP packet does not all lie in the first segment
+// is kMalformed, never read past); l3_offset: where its IP header starts
 // (after Ethernet and any VLAN tags, as ParsedPacket::l3_offset); ipv6: its
 // family; flow_hash: the connection's entropy (VXLAN source port, IPv6 outer
 // flow label), the same for every packet of a connection.
