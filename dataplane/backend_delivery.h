@@ -21,37 +21,52 @@
 
 namespace qs {
 
+// What the per-packet loop reads first for a slot, 16 octets: whether the
+// backend takes packets and, for l2, the whole delivery (its 12 MAC
+// octets), so that l2 touches one small array and not the templates.
+struct DeliverySlot {
+  std::array<std::uint8_t, 12> macs{};  // destination (the backend's), source (the TX port's)
+  std::uint8_t usable = 0;              // active or draining; 0 where no backend is, or it is down
+  std::uint8_t pad[3] = {};
+};
+static_assert(sizeof(DeliverySlot) == 16);
+
 class DeliveryPlan {
  public:
-  // port_mac and port_mtu: the forward action's TX port. Throws
-  // std::invalid_argument (from the template builders) when a backend lacks
-  // what the mode needs; the profile loader has refused such profiles
-  // already, so this is a second line.
+  // port_mac and port_mtu: the forward action's TX port; rx_mtu: the largest
+  // MTU of a port that receives (l2 checks a frame's length only when it
+  // can exceed the TX port's). Throws std::invalid_argument (from the
+  // template builders) when a backend lacks what the mode needs; the profile
+  // loader has refused such profiles already, so this is a second line.
   DeliveryPlan(const DeliveryConfig& config, const std::vector<BackendConfig>& backends,
-               const std::array<std::uint8_t, 6>& port_mac, std::uint16_t port_mtu)
-      : mode_(config.mode), icmp_per_second_(config.icmp_too_big_per_s) {
+               const std::array<std::uint8_t, 6>& port_mac, std::uint16_t port_mtu, std::uint16_t rx_mtu)
+      : mode_(config.mode), icmp_per_second_(config.icmp_too_big_per_s), l2_checks_mtu_(rx_mtu > port_mtu) {
     std::size_t slots = 0;
     for (const BackendConfig& b : backends) slots = std::max<std::size_t>(slots, b.slot + 1u);
     templates_.resize(slots);
-    usable_.assign(slots, 0);
+    slots_.resize(slots);
     for (const BackendConfig& b : backends) {
       templates_[b.slot] = build_backend_template(config, b, port_mac, port_mtu);
-      usable_[b.slot] = b.state != BackendState::kDown;
+      slots_[b.slot].macs = templates_[b.slot].macs;
+      slots_[b.slot].usable = b.state != BackendState::kDown;
     }
   }
 
   DeliveryMode mode() const { return mode_; }
   std::uint32_t icmp_per_second() const { return icmp_per_second_; }
-  std::size_t slots() const { return templates_.size(); }
-  // Active or draining: its connections still go to it.
-  bool usable(std::uint16_t slot) const { return usable_[slot] != 0; }
-  const BackendTemplate& backend(std::uint16_t slot) const { return templates_[slot]; }
+  std::size_t slots() const { return slots_.size(); }
+  const DeliverySlot* slot_table() const { return slots_.data(); }
+  const BackendTemplate* templates() const { return templates_.data(); }
+  // Whether l2 must check each frame against the TX port's MTU: only when a
+  // receiving port's MTU is larger.
+  bool l2_checks_mtu() const { return l2_checks_mtu_; }
 
  private:
   DeliveryMode mode_;
   std::uint32_t icmp_per_second_;
+  bool l2_checks_mtu_;
   std::vector<BackendTemplate> templates_;  // by slot
-  std::vector<std::uint8_t> usable_;        // by slot; 0 where no backend is
+  std::vector<DeliverySlot> slots_;         // by slot
 };
 
 // Applies the backend's delivery to m (dataplane/delivery.h's deliver()):

@@ -302,8 +302,11 @@ std::unique_ptr<DeliveryPlan> Dataplane::make_delivery_plan(const Profile& profi
                              profile.ports[std::size_t(profile.action.tx_port)].name + "': " + rte_strerror(-rc));
   std::array<std::uint8_t, 6> port_mac;
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port_mac.begin());
+  std::uint16_t rx_mtu = 0;
+  for (const PortConfig& p : profile.ports)
+    if (p.rx_queues > 0) rx_mtu = std::max(rx_mtu, p.mtu);
   return std::make_unique<DeliveryPlan>(profile.action.delivery, profile.steering.backends, port_mac,
-                                        profile.ports[std::size_t(profile.action.tx_port)].mtu);
+                                        profile.ports[std::size_t(profile.action.tx_port)].mtu, rx_mtu);
 }
 
 void Dataplane::create_pools() {

@@ -165,28 +165,74 @@ bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTempla
   return true;
 }
 
+// A burst's deliveries per backend, added to the backend's counters when
+// the backend changes from one packet to the next and at the end of the
+// burst, not per packet: an owner serves a few backends, so consecutive
+// packets mostly share one.
+struct BackendTally {
+  std::uint16_t slot = kNoBackend;
+  std::uint64_t packets = 0, bytes = 0, connections = 0;
+
+  void add(std::span<BackendCounters> counters, std::uint16_t s, std::uint32_t len, bool new_connection) {
+    if (s != slot) [[unlikely]] {
+      flush(counters);
+      slot = s;
+    }
+    ++packets;
+    bytes += len;
+    connections += new_connection;
+  }
+  void flush(std::span<BackendCounters> counters) {
+    if (packets == 0) return;
+    BackendCounters& bc = counters[slot];
+    bc.packets.add(packets);
+    bc.bytes.add(bytes);
+    if (connections) bc.connections.add(connections);
+    packets = bytes = connections = 0;
+  }
+};
+
 // Forward with backends: each packet to its backend (SteerMeta::backend) by
-// the plan's delivery mode, specialised at compile time. Kept packets are
-// compacted to the front of pkts, in order; returns how many. A backend that
-// is down (or that a reload removed) gets nothing: backend_down. A frame
-// that no longer fits the TX port's MTU once encapsulated is dropped as
-// too_big, and the client is told the usable MTU (ICMP, rate-limited) so
-// that its path MTU discovery adapts.
+// the plan's delivery mode, specialised at compile time. A backend that is
+// down (or that a reload removed) gets nothing: backend_down. A frame that
+// no longer fits the TX port's MTU once encapsulated is dropped as too_big,
+// and the client is told the usable MTU (ICMP, rate-limited) so that its
+// path MTU discovery adapts. Returns whether the packet goes on to TX.
+//
+// The plan's arrays come in as a BackendDelivery of plain pointers, copied
+// once per burst: the loop writes frame octets (char stores, which may
+// alias anything), and members read through `plan` would be loaded again
+// after each of them.
+struct BackendDelivery {
+  const DeliverySlot* slots;
+  const BackendTemplate* templates;
+  std::size_t slot_count;
+  std::span<BackendCounters> counters;
+  bool l2_checks_mtu;
+};
+
 template <DeliveryMode kMode>
-[[gnu::always_inline]] inline bool deliver_to_backend(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf* m,
+[[gnu::always_inline]] inline bool deliver_to_backend(LcoreContext& c, const DeliveryPlan& plan,
+                                                      const BackendDelivery d, BackendTally& tally, rte_mbuf* m,
                                                       const SteerMeta& meta, Tracked outcome, std::uint32_t hash,
                                                       std::uint64_t now) {
   const std::uint16_t slot = meta.backend;
-  if (slot >= plan.slots() || !plan.usable(slot)) [[unlikely]] {
-    if (slot < c.backend_counters.size()) c.backend_counters[slot].backend_down.add();
+  if (slot >= d.slot_count || d.slots[slot].usable == 0) [[unlikely]] {
+    if (slot < d.counters.size()) d.counters[slot].backend_down.add();
     count_drop(c.owner_stats.drops, DropReason::kBackendDown);
     rte_pktmbuf_free(m);
     return false;
   }
-  BackendCounters& bc = c.backend_counters[slot];
   const std::uint32_t len = m->pkt_len;
-  const BackendTemplate& t = plan.backend(slot);
+  if constexpr (kMode == DeliveryMode::kL2) {
+    if (!d.l2_checks_mtu) [[likely]] {
+      std::memcpy(rte_pktmbuf_mtod(m, std::uint8_t*), d.slots[slot].macs.data(), 12);
+      tally.add(d.counters, slot, len, outcome == Tracked::kNew);
+      return true;
+    }
+  }
   if constexpr (kMode != DeliveryMode::kAsIs) {
+    const BackendTemplate& t = d.templates[slot];
     const DeliveryStatus status = deliver_mbuf(t, m, meta, hash);
     if (status != DeliveryStatus::kOk) [[unlikely]] {
       if (status == DeliveryStatus::kMalformed) {
@@ -195,17 +241,15 @@ template <DeliveryMode kMode>
       } else {
         // kTooBig, or (never with DPDK's 128-octet headroom) no room for
         // the outer headers in front of the frame: it does not fit.
-        bc.too_big.add();
+        d.counters[slot].too_big.add();
         count_drop(c.owner_stats.drops, DropReason::kTooBig);
-        if (send_too_big(c, plan, t, m, meta, now)) bc.icmp_sent.add();
+        if (send_too_big(c, plan, t, m, meta, now)) d.counters[slot].icmp_sent.add();
       }
       rte_pktmbuf_free(m);
       return false;
     }
   }
-  bc.packets.add();
-  bc.bytes.add(len);
-  if (outcome == Tracked::kNew) bc.connections.add();
+  tally.add(d.counters, slot, len, outcome == Tracked::kNew);
   return true;
 }
 
@@ -243,14 +287,17 @@ void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** 
                           unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
   unsigned kept = 0;
+  BackendTally tally;
+  const BackendDelivery d{plan.slot_table(), plan.templates(), plan.slots(), c.backend_counters, plan.l2_checks_mtu()};
   run_connection_burst(c.shard, pkts, metas, n, now, s,
-                       [&](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
+                       [&, d](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
                          if constexpr (kCost) spin_cycles(c.cost_cycles);
-                         if (deliver_to_backend<kMode>(c, plan, m, meta, outcome, hash, now)) {
+                         if (deliver_to_backend<kMode>(c, plan, d, tally, m, meta, outcome, hash, now)) {
                            tsan_release(m);  // it goes into a device from here (tsan.h)
                            pkts[kept++] = m;
                          }
                        });
+  tally.flush(c.backend_counters);
   // Dropped packets were counted as processed when the burst went in.
   if (kept != n) s.processed.sub(n - kept);
   if (kept != 0 && c.forward_tx->stage.add_burst(pkts, kept)) send_tx(c, *c.forward_tx, now);

@@ -84,9 +84,8 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     server_ids_.build(routes);
     return;
   }
-  target_owner_.resize(owner_lcores_.size());
-  for (std::size_t i = 0; i < owner_lcores_.size(); ++i) target_owner_[i] = std::uint16_t(i);
-  target_backend_.assign(owner_lcores_.size(), kNoBackend);
+  targets_.resize(owner_lcores_.size());
+  for (std::size_t i = 0; i < owner_lcores_.size(); ++i) targets_[i] = {std::uint16_t(i), kNoBackend};
   for (const ServerRoute& route : config.server_routes) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), route.owner_lcore);
     if (owner == owner_lcores_.end())
@@ -110,19 +109,17 @@ void OwnerResolver::build_backends(const SteeringConfig& config, const std::set<
     throw std::invalid_argument("steering: more than " + std::to_string(kMaxBackends) + " backends");
   std::size_t slots = 0;
   for (const BackendConfig& b : config.backends) slots = std::max<std::size_t>(slots, b.slot + 1u);
-  target_owner_.assign(slots, kNoOwner);
-  target_backend_.assign(slots, kNoBackend);
+  targets_.assign(slots, TargetInfo{kNoOwner, kNoBackend});
   std::vector<MaglevMember> active;
   for (const BackendConfig& b : config.backends) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), b.owner_lcore);
     if (owner == owner_lcores_.end())
       throw std::invalid_argument("steering: backend " + b.name + " is served by lcore " +
                                   std::to_string(b.owner_lcore) + ", which is not an owner");
-    if (target_backend_[b.slot] != kNoBackend)
+    if (targets_[b.slot].backend != kNoBackend)
       throw std::invalid_argument("steering: backend " + b.name + " has slot " + std::to_string(b.slot) +
                                   ", which another backend has too");
-    target_owner_[b.slot] = std::uint16_t(owner - owner_lcores_.begin());
-    target_backend_[b.slot] = b.slot;
+    targets_[b.slot] = {std::uint16_t(owner - owner_lcores_.begin()), b.slot};
     for (const auto& id : b.server_ids) {
       if (!sid_lengths.count(std::uint8_t(id.size())))
         throw std::invalid_argument("steering: backend " + b.name + "'s server ID " + to_hex(id) + " has " +

@@ -193,7 +193,8 @@ class OwnerResolver {
   // What a target stands for. Targets come from this resolver's own tables,
   // so every one is in range.
   Resolution resolution(std::uint16_t target, ResolveMethod how) const {
-    return {target_owner_[target], target_backend_[target], how};
+    const TargetInfo t = targets_[target];  // one 4-octet load for both
+    return {t.owner, t.backend, how};
   }
   unsigned owner_lcore(std::uint16_t owner_index) const { return owner_lcores_[owner_index]; }
   const std::vector<unsigned>& owner_lcores() const { return owner_lcores_; }
@@ -223,10 +224,10 @@ class OwnerResolver {
   }
   // The owner index the hash gives (its target's owner).
   std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
-    return target_owner_[fallback_target_for_dcid(dcid, len)];
+    return targets_[fallback_target_for_dcid(dcid, len)].owner;
   }
   std::uint16_t fallback_owner_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const {
-    return target_owner_[target_for_hash(tuple_hash(frame, p))];
+    return targets_[target_for_hash(tuple_hash(frame, p))].owner;
   }
   // The keyed hashes the fallback ring uses.
   std::uint64_t dcid_hash(const std::uint8_t* dcid, std::size_t len) const { return cid_hash_.hash(dcid, len); }
@@ -236,7 +237,7 @@ class OwnerResolver {
     cid_hash_.hash_many(dcids, lens, readable, n, out);
   }
   std::uint64_t tuple_hash(const std::uint8_t* frame, const ParsedPacket& p) const;
-  std::uint16_t owner_for_hash(std::uint64_t hash) const { return target_owner_[target_for_hash(hash)]; }
+  std::uint16_t owner_for_hash(std::uint64_t hash) const { return targets_[target_for_hash(hash)].owner; }
 
   // QUIC-LB alone: the owner of the DCID's server ID, or kNoOwner (how =
   // kNone) when the DCID is not routable by the profile's configs.
@@ -322,8 +323,11 @@ class OwnerResolver {
   std::optional<MaglevTable> backend_hash_;  // with backends only
   // By target: its owner index, and its backend slot (kNoBackend without
   // backends, where targets are owners). Slots of no backend have kNoOwner.
-  std::vector<std::uint16_t> target_owner_;
-  std::vector<std::uint16_t> target_backend_;
+  struct TargetInfo {
+    std::uint16_t owner;
+    std::uint16_t backend;
+  };
+  std::vector<TargetInfo> targets_;
 };
 
 namespace resolver_detail {
