@@ -310,6 +310,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     live->publish(final_stats);
     const std::int64_t leaked = dp.close_ports_and_count_leaks();
     final_stats.mbufs_held_by_devices = dp.mbufs_held_by_devices();
+    final_stats.mbufs_kept_by_drivers = dp.mbufs_kept_by_drivers();
     qs::print_summary(stdout, final_stats, leaked);
     if (!json_path.empty()) {
       std::ofstream out(json_path);
