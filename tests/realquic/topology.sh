@@ -34,6 +34,16 @@ qsrq_can_netns() {
   return $rc
 }
 
+# qsrq_can_afxdp: whether this machine can do AF_XDP: the kernel makes
+# AF_XDP sockets (address family 44) and DPDK has its net_af_xdp PMD.
+qsrq_can_afxdp() {
+  python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null || return 1
+  local pmds
+  pmds=$(pkg-config --variable=pmdsdir libdpdk 2>/dev/null || true)
+  [ -z "$pmds" ] && pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -1)
+  ls "$pmds"/librte_net_af_xdp.so* >/dev/null 2>&1
+}
+
 # Offloads off: a checksum left for the NIC to fill (veth never does, quicsteer
 # forwards the frame as it is) or a GSO super-frame would reach the server.
 qsrq_no_offload() {  # NS IFACE
