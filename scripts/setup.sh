@@ -27,6 +27,7 @@ packages=(
 # dispatcher, which works.
 if [ "$(id -u)" -eq 0 ]; then
   if [ "$(awk '/^HugePages_Total:/ {print $2}' /proc/meminfo)" -lt 256 ] && command -v dpdk-hugepages.py >/dev/null; then
+    mkdir -p /dev/hugepages  # dpdk-hugepages.py mounts hugetlbfs there
     dpdk-hugepages.py --setup 512M >/dev/null 2>&1 ||
       echo "setup: could not reserve hugepages; quicsteer runs with --no-huge" >&2
   fi
