@@ -72,6 +72,9 @@ class Dataplane {
   // when the ports closed: they sat in the devices (RX descriptors, TX
   // queues, a net_ring's rings), which is not a leak.
   std::uint64_t mbufs_held_by_devices() const { return held_by_devices_; }
+  // Mbufs a driver took at set-up and never gives back, even at close
+  // (net_af_xdp's fill rings): not counted as leaked.
+  std::uint64_t mbufs_kept_by_drivers() const { return kept_by_drivers_; }
 
   // Hot reload of the steering section (QUIC-LB configurations and keys,
   // server IDs -> owners) while the lcores run. `next` must be a validated
@@ -146,6 +149,7 @@ class Dataplane {
   std::uint64_t start_tsc_ = 0;
   std::uint64_t stop_tsc_ = 0;
   std::uint64_t held_by_devices_ = 0;
+  std::uint64_t kept_by_drivers_ = 0;
 };
 
 }  // namespace qs

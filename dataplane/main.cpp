@@ -8,6 +8,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_pdump.h>
 
 #include <atomic>
 #include <chrono>
@@ -246,6 +247,17 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
+  // dpdk-dumpcap attaches as a secondary process, which needs shared
+  // hugepage memory and the shared configuration: with both, quicsteer
+  // serves its capture requests (an RX/TX callback on the captured queues
+  // only while a capture runs; nothing otherwise).
+  const bool pdump = rte_eal_has_hugepages() != 0 && !has_arg(eal_args, "--no-shconf") &&
+                     !has_arg(eal_args, "--in-memory") && rte_eal_process_type() == RTE_PROC_PRIMARY;
+  if (pdump && rte_pdump_init() != 0) {
+    std::fprintf(stderr, "quicsteer: rte_pdump_init: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  if (pdump) std::printf("capture: dpdk-dumpcap can attach (rte_pdump_init)\n");
   int status = 0;
   try {
     qs::Dataplane dp(profile);
@@ -310,6 +322,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     live->publish(final_stats);
     const std::int64_t leaked = dp.close_ports_and_count_leaks();
     final_stats.mbufs_held_by_devices = dp.mbufs_held_by_devices();
+    final_stats.mbufs_kept_by_drivers = dp.mbufs_kept_by_drivers();
     qs::print_summary(stdout, final_stats, leaked);
     if (!json_path.empty()) {
       std::ofstream out(json_path);
@@ -330,6 +343,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     status = 1;
   }
   qs::attach_telemetry(nullptr);
+  if (pdump) rte_pdump_uninit();
   rte_eal_cleanup();
   return status;
 }

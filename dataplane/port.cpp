@@ -223,6 +223,12 @@ void stop_and_close_port(std::uint16_t port_id) {
   if (have_info && info.device != nullptr) rte_dev_remove(info.device);
 }
 
+std::string port_driver_name(std::uint16_t port_id) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.driver_name == nullptr) return "";
+  return info.driver_name;
+}
+
 unsigned free_mbufs_in_net_ring(std::uint16_t port_id) {
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(port_id, &info) != 0 || info.driver_name == nullptr ||

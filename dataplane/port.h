@@ -63,4 +63,7 @@ void stop_and_close_port(std::uint16_t port_id);
 // how many; 0 for every other driver. Call after the lcores stopped.
 unsigned free_mbufs_in_net_ring(std::uint16_t port_id);
 
+// The port's driver name ("net_af_xdp", "net_pcap", ...), "" if unknown.
+std::string port_driver_name(std::uint16_t port_id);
+
 }  // namespace qs

@@ -206,6 +206,9 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   }
   std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned; %" PRIu64 " were held by devices and came back when the ports closed)\n",
                leaked == 0 ? "ok" : "LEAK", leaked, s.mbufs_held_by_devices);
+  if (s.mbufs_kept_by_drivers != 0)
+    std::fprintf(out, "                  %" PRIu64 " sit in net_af_xdp fill rings, which the driver never returns to the pool\n",
+                 s.mbufs_kept_by_drivers);
   std::fflush(out);
 }
 
@@ -316,6 +319,7 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     o << "}}";
   }
   o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"held_by_devices\": " << s.mbufs_held_by_devices
+    << ", \"kept_by_drivers\": " << s.mbufs_kept_by_drivers
     << ", \"leaked\": " << leaked
     << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
   return o.str();

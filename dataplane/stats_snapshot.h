@@ -117,6 +117,8 @@ struct StatsSnapshot {
   std::uint64_t steering_generation = 1;  // which steering configuration is live (1 + applied reloads)
   // Filled in after the ports closed (Dataplane::mbufs_held_by_devices).
   std::uint64_t mbufs_held_by_devices = 0;
+  // Taken by a driver at set-up and never given back (Dataplane::mbufs_kept_by_drivers).
+  std::uint64_t mbufs_kept_by_drivers = 0;
   std::uint64_t drops_sum() const;
 };
 

@@ -19,6 +19,21 @@ packages=(
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
 )
 
+# As root, and never fatal: 512 MB of 2 MB hugepages (unless that many are
+# reserved already), which quicsteer, its tests and benchmarks use when they
+# are free (otherwise they run with --no-huge), and bpffs at /sys/fs/bpf for
+# libxdp (net_af_xdp). Inside `ip netns exec` /sys is a fresh sysfs without
+# bpffs: libxdp then says "No bpffs found" and loads its program without the
+# dispatcher, which works.
+if [ "$(id -u)" -eq 0 ]; then
+  if [ "$(awk '/^HugePages_Total:/ {print $2}' /proc/meminfo)" -lt 256 ] && command -v dpdk-hugepages.py >/dev/null; then
+    mkdir -p /dev/hugepages  # dpdk-hugepages.py mounts hugetlbfs there
+    dpdk-hugepages.py --setup 512M >/dev/null 2>&1 ||
+      echo "setup: could not reserve hugepages; quicsteer runs with --no-huge" >&2
+  fi
+  mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

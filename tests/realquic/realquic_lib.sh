@@ -11,6 +11,23 @@ RQ_PORT=443
 
 rq_log() { echo "realquic: $*"; }
 
+# rq_with_rx_port PROFILE FROM: PROFILE with the wire port (its lines from
+# "  - name: wire" to the next port) taken from FROM, to stdout: the other
+# realquic profiles over the RX port of configs/realquic-afxdp.yaml.
+rq_with_rx_port() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+def wire(text):
+    m = re.search(r"^  - name: wire\n(?:    .*\n)+", text, re.M)
+    if not m:
+        sys.exit(f"no wire port in {sys.argv[1]} or {sys.argv[2]}")
+    return m
+into, source = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+m = wire(into)
+sys.stdout.write(into[:m.start()] + wire(source).group(0) + into[m.end():])
+PY
+}
+
 # rq_make_files NUP: one 5 MB download and NUP distinct 5 MB uploads.
 rq_make_files() {
   mkdir -p "$RQ_WORK/www" "$RQ_WORK/up"

@@ -33,9 +33,13 @@
 #      which some must fail, and the captures must show packets at a server
 #      without their connection.
 #
-# usage: realquic_test.sh BUILD_DIR     (as root; exit 77 = skipped)
+# RX selects quicsteer's RX port: af_packet (configs/realquic.yaml) or af_xdp
+# (configs/realquic-afxdp.yaml; the other profiles take its wire port).
+#
+# usage: realquic_test.sh BUILD_DIR [af_packet|af_xdp]    (as root; exit 77 = skipped)
 set -uo pipefail
-BUILD=$(cd "${1:?usage: realquic_test.sh BUILD_DIR}" && pwd)
+BUILD=$(cd "${1:?usage: realquic_test.sh BUILD_DIR [af_packet|af_xdp]}" && pwd)
+RX=${2:-af_packet}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/realquic/topology.sh
 source "$SRC/tests/realquic/topology.sh"
@@ -46,6 +50,15 @@ if ! qsrq_can_netns; then
   echo "SKIP: realquic needs root and network namespaces with veth pairs (uid $(id -u)): cannot make them here"
   exit 77
 fi
+case $RX in
+  af_packet) ;;
+  af_xdp)
+    if ! qsrq_can_afxdp; then
+      echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
+      exit 77
+    fi ;;
+  *) echo "realquic: RX must be af_packet or af_xdp, not '$RX'"; exit 2 ;;
+esac
 for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3; do
   command -v "$tool" >/dev/null || { echo "realquic: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
 done
@@ -55,6 +68,8 @@ RQ_PREFIX=qsrq$$
 RQ_WORK=$(mktemp -d /tmp/qsrq-test.XXXXXX)
 CHECK="python3 $SRC/tests/realquic/realquic_check.py"
 PROFILE=$SRC/configs/realquic.yaml
+[ "$RX" = af_xdp ] && PROFILE=$SRC/configs/realquic-afxdp.yaml
+rq_log "RX port: $RX ($PROFILE)"
 cleanup() {
   rq_stop_all
   qsrq_down
@@ -72,6 +87,11 @@ rq_make_files 4
 sed 's/^\(  mode: \)cid/\1four_tuple/' "$PROFILE" >"$RQ_WORK/four_tuple.yaml"
 grep -q 'mode: four_tuple' "$RQ_WORK/four_tuple.yaml" || { echo "realquic: could not make the baseline profile"; exit 1; }
 RANDOM_CID=$SRC/configs/realquic-random-cid.yaml
+if [ "$RX" = af_xdp ]; then
+  rq_with_rx_port "$RANDOM_CID" "$PROFILE" >"$RQ_WORK/random_cid.yaml" ||
+    { echo "realquic: could not make the AF_XDP random-CID profile"; exit 1; }
+  RANDOM_CID=$RQ_WORK/random_cid.yaml
+fi
 sed 's/^\(    enabled: \)true/\1false/' "$RANDOM_CID" >"$RQ_WORK/no_tables.yaml"
 grep -q '^    enabled: false' "$RQ_WORK/no_tables.yaml" || { echo "realquic: could not make the no-tables profile"; exit 1; }
 rq_make_cert || { echo "realquic: could not make the servers' certificate"; exit 1; }

@@ -5,7 +5,8 @@
 #   $P-cli   clients: 10.77.0.2 and 10.77.0.3 on qsrq-c; the service address
 #            10.77.1.1 through qsrq-c (static neighbour, no ARP), replies
 #            arrive on qsrq-b0 / qsrq-b1 (the direct return path)
-#   $P-qs    quicsteer: reads qsrq-rx (qsrq-c's peer) with net_af_packet,
+#   $P-qs    quicsteer: reads qsrq-rx (qsrq-c's peer) with net_af_packet
+#            (configs/realquic.yaml) or net_af_xdp (realquic-afxdp.yaml),
 #            owner N writes to qsrq-sN with net_pcap
 #   $P-srvN  the server of owner N: 10.77.1.1 on qsrq-vN (qsrq-sN's peer),
 #            replies out of qsrq-rN (qsrq-bN's peer) straight to the clients
@@ -32,6 +33,26 @@ qsrq_can_netns() {
   local rc=$?
   ip netns del "$probe" 2>/dev/null
   return $rc
+}
+
+# qsrq_can_afxdp: whether this machine can do AF_XDP: the kernel makes
+# AF_XDP sockets (address family 44) and DPDK has its net_af_xdp PMD.
+qsrq_can_afxdp() {
+  python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null || return 1
+  local pmds
+  pmds=$(pkg-config --variable=pmdsdir libdpdk 2>/dev/null || true)
+  [ -z "$pmds" ] && pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -1)
+  ls "$pmds"/librte_net_af_xdp.so* >/dev/null 2>&1
+}
+
+# qsrq_can_afxdp: whether this machine can do AF_XDP: the kernel makes
+# AF_XDP sockets (address family 44) and DPDK has its net_af_xdp PMD.
+qsrq_can_afxdp() {
+  python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null || return 1
+  local pmds
+  pmds=$(pkg-config --variable=pmdsdir libdpdk 2>/dev/null || true)
+  [ -z "$pmds" ] && pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -1)
+  ls "$pmds"/librte_net_af_xdp.so* >/dev/null 2>&1
 }
 
 # Offloads off: a checksum left for the NIC to fill (veth never does, quicsteer

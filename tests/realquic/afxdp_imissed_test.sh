@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# A parked RX queue as a NIC shows it: quicsteer reads an AF_XDP socket on a
+# veth (net_af_xdp), one owner is made slow (lcores[].cost_cycles), and a
+# sender in another namespace sends N QUIC Initials to it. The slow owner's
+# ring fills, the receiver parks its queue, the socket's RX ring (2048
+# descriptors) fills and the kernel drops what follows: the socket's
+# rx_dropped, which the driver reports as imissed. Asserted:
+#   - the sending veth dropped nothing (every datagram reached the XDP program);
+#   - the receiver parked (parks > 0) and the kernel dropped (imissed > 0);
+#   - sent = quicsteer's port ipackets + imissed, and = its received count
+#     (total rx) + imissed;
+#   - quicsteer dropped nothing in software, and the mbuf leak check passes.
+#
+# usage: afxdp_imissed_test.sh BUILD_DIR    (root; exit 77 where the machine
+# cannot make namespaces or AF_XDP sockets)
+set -uo pipefail
+BUILD=$(cd "${1:?usage: afxdp_imissed_test.sh BUILD_DIR}" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/realquic/topology.sh
+source "$SRC/tests/realquic/topology.sh"
+
+if ! qsrq_can_netns; then
+  echo "SKIP: needs root and network namespaces with veth pairs (uid $(id -u))"
+  exit 77
+fi
+if ! qsrq_can_afxdp; then
+  echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
+  exit 77
+fi
+
+N=20000
+P=qsxd$$
+S=$P-s
+Q=$P-q
+WORK=$(mktemp -d /tmp/qsxd-imissed.XXXXXX)
+QS_PID=
+cleanup() {
+  [ -n "$QS_PID" ] && kill -INT "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
+  ip netns del "$S" 2>/dev/null
+  ip netns del "$Q" 2>/dev/null
+  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$WORK"; else echo "afxdp_imissed: files kept in $WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+failed=1
+
+for ns in "$S" "$Q"; do
+  ip netns add "$ns" || exit 1
+  # No IPv6: no router or neighbour solicitation may reach quicsteer's port
+  # and spoil the count.
+  ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || exit 1
+  ip -n "$ns" link set lo up
+done
+ip -n "$S" link add qsxd-tx type veth peer name qsxd-rx netns "$Q" || exit 1
+ip -n "$S" link set qsxd-tx address 02:00:00:78:00:01
+ip -n "$Q" link set qsxd-rx address 02:00:00:78:00:02
+ip -n "$S" addr add 10.78.0.1/24 dev qsxd-tx
+ip -n "$S" neigh replace 10.78.0.2 lladdr 02:00:00:78:00:02 nud permanent dev qsxd-tx
+ip -n "$S" link set qsxd-tx up
+ip -n "$Q" link set qsxd-rx up
+
+# One RX queue on lcore 1 (an owner too); lcore 2 owns half the connections
+# and spends a million cycles on each packet, so its ring (1024) fills within
+# the first few thousand datagrams and lcore 1 parks. The park timeout is the
+# longest there is (10 s): nothing may be dropped in software. rx_descriptors
+# 2048: the driver prefills 2048 fill-ring entries, so only an RX ring at
+# least that large fills before the fill ring runs dry, which the kernel
+# counts as rx_dropped (imissed) too but DPDK 22.11 does not report.
+cat >"$WORK/profile.yaml" <<YAML
+eal: ["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:notice"]
+ports:
+  - name: wire
+    device: "net_af_xdp0,iface=qsxd-rx,start_queue=0,queue_count=1,busy_budget=0"
+    rx_queues: 1
+    tx_queues: 1
+    rx_descriptors: 2048
+    rss: false
+mempool:
+  mbufs: 16383
+lcores:
+  - {id: 1, rx: ["wire:0"], owner: true}
+  - {id: 2, owner: true, cost_cycles: 1000000}
+steering:
+  quic_ports: [443]
+  fallback:
+    key: "5172f08c2cd54a9b8e0e4b6f1d3a7c21"
+backpressure:
+  policy: park
+  park_timeout_us: 10000000
+action:
+  type: sink
+polling:
+  idle_sleep_us: 50
+stats:
+  period_ms: 0
+telemetry: {prometheus_listen: "127.0.0.1:0"}
+YAML
+
+ip netns exec "$Q" "$BUILD/quicsteer" -- --profile "$WORK/profile.yaml" --stats-json "$WORK/stats.json" \
+  >"$WORK/quicsteer.out" 2>&1 &
+QS_PID=$!
+for _ in $(seq 1 600); do grep -q "running until" "$WORK/quicsteer.out" && break; sleep 0.05; done
+grep -q "running until" "$WORK/quicsteer.out" || { cat "$WORK/quicsteer.out"; echo "afxdp_imissed: quicsteer did not start"; exit 1; }
+grep "^port wire" "$WORK/quicsteer.out"
+grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_imissed: the port is not net_af_xdp"; exit 1; }
+METRICS_PORT=$(sed -n 's/^prometheus: .* (port \([0-9]*\))$/\1/p' "$WORK/quicsteer.out")
+
+ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.78.0.2 443 "$N" >"$WORK/sender.out" || exit 1
+SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
+TX_DROPPED=$(ip -n "$S" -s -j link show qsxd-tx | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["dropped"])')
+
+# Until the port has accounted for every datagram (received or missed), at
+# most 60 s: what the socket's ring held when the sender stopped arrives once
+# the slow owner has drained its ring and the receiver polls again.
+accounted() {
+  ip netns exec "$Q" python3 - "$METRICS_PORT" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+total = 0
+for line in text.splitlines():
+    if line.startswith(("quicsteer_port_rx_packets_total{", "quicsteer_port_rx_missed_total{")):
+        total += int(float(line.rsplit(" ", 1)[1]))
+print(total)
+PY
+}
+for _ in $(seq 1 600); do
+  [ "$(accounted)" -ge "$SENT" ] && break
+  sleep 0.1
+done
+kill -INT "$QS_PID"
+wait "$QS_PID"
+rc=$?
+QS_PID=
+sed -n '/== quicsteer summary/,$p' "$WORK/quicsteer.out"
+[ "$rc" -eq 0 ] || echo "afxdp_imissed: quicsteer exited with $rc"
+
+python3 - "$WORK/stats.json" "$SENT" "$N" "$TX_DROPPED" "$rc" <<'PY' && failed=0
+import json, sys
+stats = json.load(open(sys.argv[1]))
+sent, n, tx_dropped, rc = (int(x) for x in sys.argv[2:])
+total, port, mbufs = stats["total"], stats["ports"][0], stats["mbufs"]
+print(f"afxdp_imissed: sender sent {sent} (veth dropped {tx_dropped}); quicsteer received {total['rx']} "
+      f"(port ipackets {port['ipackets']}), imissed {port['imissed']}, parks {total['parks']}, "
+      f"software drops {total['drops_sum']}, mbufs leaked {mbufs['leaked']} "
+      f"(kept by net_af_xdp's fill ring {mbufs['kept_by_drivers']})")
+bad = []
+if sent != n: bad.append(f"the sender sent {sent} of {n}")
+if tx_dropped != 0: bad.append(f"the sending veth dropped {tx_dropped}: not every datagram reached XDP")
+if total["parks"] == 0: bad.append("the receiver never parked")
+if port["imissed"] == 0: bad.append("the kernel dropped nothing (imissed 0): the stall did not reach the socket")
+if sent != port["ipackets"] + port["imissed"]:
+    bad.append(f"sent {sent} != ipackets {port['ipackets']} + imissed {port['imissed']}")
+if sent != total["rx"] + port["imissed"]:
+    bad.append(f"sent {sent} != received {total['rx']} + imissed {port['imissed']}")
+if total["drops_sum"] != 0: bad.append(f"software drops: {total['drops_total']}")
+if not mbufs["ok"] or rc != 0: bad.append(f"mbuf leak check or exit status: {mbufs}, exit {rc}")
+for b in bad: print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+[ "$failed" -eq 0 ] && echo "afxdp_imissed: passed"
+exit "$failed"
