@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run.sh [PROFILE] [-- extra quicsteer args]
 # scripts/run.sh real [cid|four_tuple]   real QUIC in network namespaces (scripts/run_real.sh)
+# scripts/run.sh scaleout                 two instances behind ECMP, BGP and BFD (scripts/run_scaleout.sh)
 # Installs what is missing, builds if needed, makes the traffic capture the
 # profile replays (results/*.pcap, from build/quicgen) and runs quicsteer on
 # the profile, configs/demo.yaml by default. EAL arguments come from the
@@ -10,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = real ]; then shift; exec bash scripts/run_real.sh "$@"; fi
+if [ "${1:-}" = scaleout ]; then shift; exec bash scripts/run_scaleout.sh "$@"; fi
 
 profile=configs/demo.yaml
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then profile=$1; shift; fi

@@ -17,6 +17,7 @@ packages=(
   ngtcp2-client ngtcp2-server tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, gtlsserver, captures, namespaces
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
+  frr curl                         # the scaleout suite: BGP and BFD (zebra, bgpd, bfdd), the health watcher's HTTP
 )
 
 # As root, and never fatal: 512 MB of 2 MB hugepages (unless that many are

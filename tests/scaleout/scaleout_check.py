@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Checks for the scale-out test (tests/scaleout/scaleout_test.sh): the
+downloads of a batch, what the router sent each instance around an event,
+how the instances routed and what quicsteer counted. Captures: TAG-qsI.pcap
+(the router towards instance I), TAG-srvN.pcap (what reached server N); an
+event's time is the first word of TAG-event (ns, the clock tcpdump stamps
+with). Each subcommand prints what it found; exit 1 when an assertion fails.
+
+  transfers WORK TAG --count N [--expect ok|report]
+  failover  WORK TAG --victim I [--json F]
+  routing   WORK TAG --cid-tool PATH --profile P0 --profile P1
+  drops     WORK STATS_JSON
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "realquic"))
+from realquic_check import pcap_records, sha256_file  # noqa: E402
+
+NINSTANCES = 2
+NSERVERS = 4
+QUIC_PORT = 443
+
+
+def report(name, failures):
+    for f in failures:
+        print(f"  {name}: FAILED: {f}")
+    return 1 if failures else 0
+
+
+def cmd_transfers(a):
+    """Every download of the batch arrived with the right sha256 (gtlsclient
+    exits 0 on a failed transfer too: the data is what counts)."""
+    want = sha256_file(os.path.join(a.work, "www", "file5m"))
+    rcs = {}
+    with open(os.path.join(a.work, f"{a.tag}-clients.tsv")) as f:
+        for line in f:
+            name, rc, ms = line.rstrip("\n").split("\t")
+            rcs[name] = (int(rc), int(ms))
+    ok = 0
+    for i in range(a.count):
+        got = os.path.join(a.work, f"{a.tag}-dl", f"down{i}", "file5m")
+        ok += f"down{i}" in rcs and os.path.exists(got) and sha256_file(got) == want
+    secs = sorted(ms / 1000 for _, ms in rcs.values())
+    span = f", {secs[0]:.2f}..{secs[-1]:.2f} s each" if secs else ""
+    print(f"  {a.tag}: {ok}/{a.count} downloads complete with the right sha256{span}")
+    if a.json:
+        doc = json.load(open(a.json)) if os.path.exists(a.json) else {}
+        doc.setdefault(a.tag, {}).update({"completed": ok, "transfers": a.count})
+        json.dump(doc, open(a.json, "w"), indent=1)
+    if a.expect == "ok" and ok != a.count:
+        return report(a.tag, [f"{a.count - ok} of {a.count} downloads broke"])
+    return 0
+
+
+def flow(frame):
+    """(client address, client port) of an IPv4/UDP frame to port 443, or None."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    udp = 14 + (frame[14] & 0x0F) * 4
+    if int.from_bytes(frame[udp + 2:udp + 4], "big") != QUIC_PORT:
+        return None
+    return frame[26:30], int.from_bytes(frame[udp:udp + 2], "big")
+
+
+def cmd_failover(a):
+    """The connections the router sent the victim before the event: when the
+    first packet of one of them went to another instance after it (the
+    failover time), and when the router sent the victim its last."""
+    t_event = int(open(os.path.join(a.work, f"{a.tag}-event")).read().split()[0]) / 1e9
+    before, first_other, last_victim = set(), None, None
+    for t, f in pcap_records(os.path.join(a.work, f"{a.tag}-qs{a.victim}.pcap")):
+        fl = flow(f)
+        if fl is None:
+            continue
+        if t < t_event:
+            before.add(fl)
+        else:
+            last_victim = t
+    for i in range(NINSTANCES):
+        if i == a.victim:
+            continue
+        for t, f in pcap_records(os.path.join(a.work, f"{a.tag}-qs{i}.pcap")):
+            if t >= t_event and flow(f) in before:
+                first_other = t if first_other is None else min(first_other, t)
+                break
+    failures = []
+    if not before:
+        failures.append(f"the router sent instance {a.victim} no connection before the event")
+    if first_other is None:
+        failures.append(f"no connection of instance {a.victim} reached another instance after the event")
+    ms = None if first_other is None else round((first_other - t_event) * 1000, 1)
+    last = None if last_victim is None else round((last_victim - t_event) * 1000, 1)
+    print(f"  {a.tag}: instance {a.victim} had {len(before)} connections; first of their packets through another "
+          f"instance {ms} ms after the event; the router's last packet to instance {a.victim} at {last} ms")
+    if a.json:
+        doc = json.load(open(a.json)) if os.path.exists(a.json) else {}
+        doc.setdefault(a.tag, {}).update({"failover_ms": ms, "last_to_victim_ms": last,
+                                          "victim_connections": len(before)})
+        json.dump(doc, open(a.json, "w"), indent=1)
+    return report(a.tag, failures)
+
+
+def classify(tool, profile, pcap):
+    out = subprocess.run([tool, "classify", "--profile", profile, pcap], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    head = out[0].split(",")
+    return [dict(zip(head, line.split(","))) for line in out[1:]]
+
+
+def cmd_routing(a):
+    """Both instances' profiles route every frame of each instance's capture
+    alike (quicsteer-cid classify: owner and backend), client-chosen Initial
+    DCIDs included; and every such frame that reached a server reached the
+    backend classify names (matched by its IP packet, which l2 delivery
+    leaves as it is)."""
+    failures = []
+    reached = {}
+    initials = 0
+    for n in range(NSERVERS):
+        for _, f in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
+            if flow(f):
+                reached.setdefault(f[14:], set()).add(f"srv{n}")
+    for i in range(NINSTANCES):
+        pcap = os.path.join(a.work, f"{a.tag}-qs{i}.pcap")
+        rows = [classify(a.cid_tool, p, pcap) for p in a.profile]
+        frames = [f for _, f in pcap_records(pcap)]
+        same = differ = initial = matched = wrong = 0
+        for k, row in enumerate(rows[0]):
+            if row["verdict"] != "quic":
+                continue
+            views = [(r[k]["owner"], r[k]["backend"]) for r in rows]
+            if len(set(views)) == 1:
+                same += 1
+            else:
+                differ += 1
+                if differ == 1:
+                    failures.append(f"instance {i}, frame {row['frame']}: owner/backend {views}")
+            if row["rule"].startswith("fallback_dcid") and row["type"] == "initial":
+                initial += 1
+            where = reached.get(frames[k][14:])
+            if where:
+                matched += 1
+                if where != {row["backend"]}:
+                    wrong += 1
+                    if wrong == 1:
+                        failures.append(f"instance {i}, frame {row['frame']}: classify says {row['backend']}, "
+                                        f"it reached {sorted(where)}")
+        print(f"  {a.tag}: instance {i}'s capture: {same} QUIC frames routed alike by both profiles "
+              f"({initial} client-chosen Initial DCIDs), {differ} differently; {matched} found at a server, "
+              f"{wrong} at another backend than classify's")
+        initials += initial
+        if same == 0 or matched == 0:
+            failures.append(f"instance {i}'s capture holds too little to compare ({same} frames, {matched} "
+                            f"found at a server)")
+        if differ:
+            failures.append(f"instance {i}: {differ} frames routed differently")
+        if wrong:
+            failures.append(f"instance {i}: {wrong} frames reached another backend")
+    if initials == 0:
+        failures.append("no client-chosen Initial DCID in the captures")
+    return report(a.tag, failures)
+
+
+def cmd_drops(a):
+    """No software drop in quicsteer's end-of-run statistics (not_udp is the
+    kernel's own traffic on the shared link: ARP, BGP), no leaked mbuf."""
+    stats = json.load(open(os.path.join(a.work, a.stats)))
+    total = stats["total"]
+    drops = {k: v for k, v in dict(total["drops_total"]).items() if v and k != "not_udp"}
+    print(f"  {a.stats}: rx {total['rx']} tx {total['tx']}, not_quic {total.get('not_quic', '?')}, "
+          f"drops {drops}, not_udp {dict(total['drops_total']).get('not_udp', 0)}, mbufs ok {stats['mbufs']['ok']}")
+    failures = []
+    if drops:
+        failures.append(f"software drops: {drops}")
+    if not stats["mbufs"]["ok"]:
+        failures.append("mbuf leak")
+    if total["tx"] == 0:
+        failures.append("it forwarded nothing")
+    return report(a.stats, failures)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("transfers")
+    t.add_argument("work")
+    t.add_argument("tag")
+    t.add_argument("--count", type=int, required=True)
+    t.add_argument("--expect", choices=["ok", "report"], default="ok")
+    t.add_argument("--json")
+    f = sub.add_parser("failover")
+    f.add_argument("work")
+    f.add_argument("tag")
+    f.add_argument("--victim", type=int, required=True)
+    f.add_argument("--json")
+    r = sub.add_parser("routing")
+    r.add_argument("work")
+    r.add_argument("tag")
+    r.add_argument("--cid-tool", required=True)
+    r.add_argument("--profile", action="append", required=True)
+    d = sub.add_parser("drops")
+    d.add_argument("work")
+    d.add_argument("stats")
+    a = ap.parse_args()
+    return globals()["cmd_" + a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The scale-out test: two quicsteer instances behind a router's ECMP, each
+# announcing the service address by BGP (FRR) while it is healthy, BFD on
+# every session, one shared fleet of four quicsteer-servers with QUIC-LB
+# server IDs (tests/scaleout/scaleout_topology.sh). Every instance runs the
+# same profile (configs/scaleout.yaml); the servers answer the clients
+# directly through the router. Real QUIC: batches of 20 concurrent 5 MiB
+# downloads (ngtcp2's gtlsclient) from four client addresses, an event on
+# one instance 1 s into each batch:
+#
+#   crash    quicsteer of instance 0 gets SIGKILL; its watcher withdraws the
+#            route. Every download completes; prints the time from the kill
+#            until the router sent the first packet of one of instance 0's
+#            connections to instance 1.
+#   return   quicsteer of instance 0 starts again and is announced: the ECMP
+#            set grows and flows move back. Every download completes.
+#   drain    instance 1 drains: the route is withdrawn, the router moves the
+#            traffic, a grace of 1 s, then SIGINT. Every download completes,
+#            and the drained quicsteer counts no software drop.
+#   silent   instance 1's machine falls silent and everything on it dies:
+#            only BFD tells the router. Every download completes; prints the
+#            failover time as for crash.
+#
+# Over each batch's captures (the router towards each instance, what reached
+# each server): both instances' profiles route every frame alike, owner and
+# backend, client-chosen Initial DCIDs included, and each frame that reached a
+# server reached the backend classify names. Over the whole run: no server
+# received a packet of a connection it does not have.
+#
+# Then the same events with servers that mint random CIDs (ngtcp2's
+# gtlsserver, configs/scaleout-random-cid.yaml: forwarding tables, per
+# instance): the test only reports how many downloads break at each.
+#
+# usage: scaleout_test.sh BUILD_DIR    (as root; exit 77 = skipped: no root,
+# network namespaces or FRR)
+set -uo pipefail
+BUILD=$(cd "${1:?usage: scaleout_test.sh BUILD_DIR}" && pwd)
+SO_SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/scaleout/scaleout_topology.sh
+source "$SO_SRC/tests/scaleout/scaleout_topology.sh"
+# shellcheck source=tests/realquic/realquic_lib.sh
+source "$SO_SRC/tests/realquic/realquic_lib.sh"
+# shellcheck source=tests/scaleout/scaleout_lib.sh
+source "$SO_SRC/tests/scaleout/scaleout_lib.sh"
+
+if ! qsso_can_run; then
+  echo "SKIP: the scale-out test needs root, network namespaces with veth pairs and a bridge, and FRR (zebra, bgpd, bfdd, vtysh: Debian's frr) (uid $(id -u))"
+  exit 77
+fi
+for tool in gtlsclient gtlsserver tcpdump ethtool ss tc curl openssl python3; do
+  command -v "$tool" >/dev/null || { echo "scaleout: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
+done
+
+RQ_BUILD=$BUILD
+RQ_WORK=$(mktemp -d /tmp/qsso-test.XXXXXX)
+QSSO_WORK=$RQ_WORK
+CHECK="python3 $SO_SRC/tests/scaleout/scaleout_check.py"
+cleanup() {
+  rq_stop_all
+  qsso_down
+  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$RQ_WORK"; else echo "scaleout: files kept in $RQ_WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+failed=0
+check() { "$@" || failed=1; }
+start=$(date +%s)
+N=20
+
+qsso_up "qsso$$" || { echo "scaleout: could not make the namespaces"; exit 1; }
+rq_make_files 0
+so_start_servers quic || { echo "scaleout: the servers did not start"; exit 1; }
+SO_PROFILE=$SO_SRC/configs/scaleout.yaml
+so_all_up || { echo "scaleout: the instances did not come up"; exit 1; }
+so_log "router's next hops for $QSSO_VIP: $(qsso_nexthops | tr '\n' ' ')($(( $(date +%s) - start )) s)"
+
+# so_run TAG EVENT I: a batch with its captures.
+so_run() {
+  so_log "$1: $N downloads, $2 of instance $3 after ${SO_EVENT_AFTER:-1} s"
+  so_start_captures "$1" || { echo "scaleout: the captures did not start"; failed=1; }
+  so_batch "$1" "$N" "$2" "$3"
+  rq_settle_captures "$1"
+  rq_stop_captures
+  so_log "$1: router's next hops now: $(qsso_nexthops | tr '\n' ' ')"
+}
+routing() {
+  check $CHECK routing "$RQ_WORK" "$1" --cid-tool "$BUILD/quicsteer-cid" \
+    --profile "$RQ_WORK/profile-qs0.yaml" --profile "$RQ_WORK/profile-qs1.yaml"
+}
+
+# ---- QUIC-LB: no connection may break
+so_run lb-crash crash 0
+check $CHECK transfers "$RQ_WORK" lb-crash --count $N
+check $CHECK failover "$RQ_WORK" lb-crash --victim 0
+routing lb-crash
+sed 's/^/  watcher 0: /' "$RQ_WORK/watch0.log"
+
+so_run lb-return return 0
+check $CHECK transfers "$RQ_WORK" lb-return --count $N
+qsso_wait_nexthops 2 10 || { echo "  scaleout: FAILED: instance 0 was not announced again"; failed=1; }
+routing lb-return
+
+so_run lb-drain drain 1
+check $CHECK transfers "$RQ_WORK" lb-drain --count $N
+read -r rc tag <"$RQ_WORK/lb-drain-drained"
+[ "$rc" -eq 0 ] || { echo "  scaleout: FAILED: the drained quicsteer exited with $rc"; failed=1; }
+check $CHECK drops "$RQ_WORK" "$tag.json"
+routing lb-drain
+so_quicsteer_start 1 || { echo "scaleout: instance 1 did not start again"; exit 1; }
+qsso_wait_nexthops 2 10 || { echo "  scaleout: FAILED: instance 1 was not announced again"; failed=1; }
+
+so_run lb-silent silent 1
+check $CHECK transfers "$RQ_WORK" lb-silent --count $N
+check $CHECK failover "$RQ_WORK" lb-silent --victim 1
+routing lb-silent
+so_instance_back 1 || { echo "scaleout: instance 1 did not come back"; exit 1; }
+
+for i in 0 1; do
+  so_quicsteer_stop "$i" || { echo "  scaleout: FAILED: quicsteer of instance $i exited with an error"; failed=1; }
+  $CHECK drops "$RQ_WORK" "${SO_QS_TAG[$i]}.json"
+done
+so_stop_servers
+check python3 "$SO_SRC/tests/realquic/fleet_check.py" servers "$RQ_WORK" --logs 'server*.jsonl' \
+  --count "$QSSO_NSERVERS" --unknown-cid zero
+
+# ---- random CIDs: per-instance forwarding tables; reported, not asserted
+so_log "random CIDs (gtlsserver): $(( $(date +%s) - start )) s so far"
+so_start_servers gtls || { echo "scaleout: the gtlsservers did not start"; exit 1; }
+SO_PROFILE=$SO_SRC/configs/scaleout-random-cid.yaml
+for i in 0 1; do so_quicsteer_start "$i" || exit 1; done
+qsso_wait_nexthops 2 10 || { echo "scaleout: the instances were not announced"; exit 1; }
+summary=()
+for ev in "none 0" "crash 0" "return 0" "drain 1"; do
+  read -r event i <<<"$ev"
+  so_run "random-$event" "$event" "$i"
+  line=$($CHECK transfers "$RQ_WORK" "random-$event" --count $N --expect report)
+  echo "$line"
+  summary+=("$event $(grep -o '[0-9]*/[0-9]*' <<<"$line")")
+  [ "$event" = drain ] && so_quicsteer_start 1 && qsso_wait_nexthops 2 10
+done
+so_log "random CIDs, downloads complete per event: ${summary[*]}"
+
+so_log "$(( $(date +%s) - start )) s"
+if [ "$failed" -ne 0 ]; then
+  echo "scaleout: FAILED"
+  exit 1
+fi
+echo "scaleout: passed"
+exit 0
