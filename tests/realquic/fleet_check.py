@@ -1,27 +1,34 @@
 #!/usr/bin/env python3
 """Checks for the realquic fleet test (tests/realquic/fleet_test.sh): what the
-four servers logged and what reached their segment interfaces. Server N (0..3)
+four servers logged (quicsteer-server; for gtlsserver its request bodies) and
+what reached their segment interfaces. Server N (0..3)
 has QUIC-LB server ID 0a0(N+1), segment MAC 02:00:00:78:02:1N, addresses
 10.78.2.1N / fd78:2::1N and VXLAN MAC 02:00:00:78:03:1N
 (tests/realquic/fleet_topology.sh). Each subcommand prints what it found and
 exits 1 when an assertion fails.
 
   standin     WORK --server N --tags TAG,...
-  servers     WORK --logs GLOB --count K [--unknown-cid zero]
+  servers     WORK --logs GLOB --count K [--unknown-cid zero|some]
   connections WORK --since T_NS (--count K | --busiest)
   drain       WORK --server N --before T_NS --reload T_NS
   routing     WORK TAG --mode l2|vxlan --logs GLOB [--ignore-mld]
-  quicsteer   WORK TAG
+  quicsteer   WORK TAG [--routed-min METHOD=N]... [--routed-max METHOD=N]...
+  owners      WORK TAG --cid-len N --connections K [--moved PHASE:N]...
+  busiest     WORK TAG --cid-len N --since T_NS --count K
+  drain-captures WORK TAG --cid-len N --server N --before T_NS --reload T_NS
+  uploads     WORK --tags TAG,... --nup N --logs GLOB
 """
 import argparse
 import glob
+import hashlib
 import json
+import re
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realquic_check import pcap_records  # noqa: E402
+from realquic_check import pcap_records, sha256_file  # noqa: E402
 
 NSERVERS = 4
 TX_ADDR = bytes([10, 78, 2, 2])
@@ -93,7 +100,8 @@ def cmd_standin(a):
 
 def cmd_servers(a):
     """Every server process wrote its summary; none received a packet of a
-    connection it does not have (with --unknown-cid zero)."""
+    connection it does not have (with --unknown-cid zero), some did (with
+    some: the four-tuple baseline)."""
     failures = []
     summaries = [e for e in events(a.work, a.logs) if e["event"] == "summary"]
     per = {}
@@ -107,6 +115,8 @@ def cmd_servers(a):
     unknown = sum(e["unknown_cid"] for e in summaries)
     if a.unknown_cid == "zero" and unknown:
         failures.append(f"{unknown} packets reached a server without their connection")
+    if a.unknown_cid == "some" and not unknown:
+        failures.append("no packet reached a server without its connection: the baseline did not misroute")
     return report("servers", failures)
 
 
@@ -279,7 +289,252 @@ def cmd_quicsteer(a):
         failures.append("mbuf leak")
     if stats["steering_generation"] < 2:
         failures.append("no steering reload was applied")
+    routed = total["routed"]
+    for spec in a.routed_min:
+        method, n = spec.split("=")
+        if routed[method] < int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at least {n}")
+    for spec in a.routed_max:
+        method, n = spec.split("=")
+        if routed[method] > int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at most {n}")
     return report(a.tag, failures)
+
+
+# ---- servers that log nothing of use (ngtcp2's gtlsserver, random CIDs):
+# what reached them, from the captures in front of them.
+
+def l2_quic(frame, n):
+    """(ip version, client (address, port), QUIC payload, why not delivered
+    as l2 says or None) of a frame that reached server N, or None for a frame
+    that is not UDP to port 443."""
+    if len(frame) < 14:
+        return None
+    q = ip_udp(frame, 14)
+    if not q or q[4] != 443:
+        return None
+    v, src, dst, sport, _, p = q
+    why = None
+    if frame[0:6] != srv_mac(n):
+        why = f"Ethernet {frame[6:12].hex()} -> {frame[0:6].hex()}"
+    elif dst != (VIP if v == 4 else VIP6):
+        why = f"to {dst.hex()}"
+    return v, (src.hex(), sport), frame[p:], why
+
+
+def quic_ids(payload, cid_len):
+    """(long?, packet type, DCID, SCID) of a QUIC packet (hex; SCID None for a
+    short header), or None."""
+    if not payload:
+        return None
+    if payload[0] & 0x80:
+        if len(payload) < 7 or len(payload) < 7 + payload[5]:
+            return None
+        dl = payload[5]
+        sl = payload[6 + dl]
+        return True, (payload[0] >> 4) & 3, payload[6:6 + dl].hex(), payload[7 + dl:7 + dl + sl].hex()
+    return False, None, payload[1:1 + cid_len].hex(), None
+
+
+def captured(work, tag, cid_len):
+    """Every frame that reached a server: (time s, server, version, client,
+    QUIC ids or None, why misdelivered or None, source MAC), in time order;
+    and the frames per server."""
+    out, frames = [], [0] * NSERVERS
+    for n in range(NSERVERS):
+        for ts, f in pcap_records(os.path.join(work, f"{tag}-srv{n}.pcap")):
+            frames[n] += 1
+            q = l2_quic(f, n)
+            if q is None:
+                out.append((ts, n, None, None, None, "not QUIC to the service address", f[6:12].hex()))
+                continue
+            v, client, payload, why = q
+            out.append((ts, n, v, client, quic_ids(payload, cid_len), why, f[6:12].hex()))
+    out.sort(key=lambda p: p[0])
+    return out, frames
+
+
+def first_initials(packets):
+    """client SCID -> (time, server, client, original DCID) of each
+    connection's first Initial (the client's long header of type 0 that
+    reached a server first)."""
+    first = {}
+    for ts, n, _, client, ids, _, _ in packets:
+        if ids and ids[0] and ids[1] == 0 and ids[3] not in first:
+            first[ids[3]] = (ts, n, client, ids[2])
+    return first
+
+
+def cmd_owners(a):
+    """Each connection reached exactly one server: the server of its first
+    Initial (the one that made it) received every packet of it and no other
+    server any. A connection is the client's SCID; the server's CIDs are the
+    other DCIDs the client put in long headers with it; a short header is the
+    connection of its DCID. Delivered as l2 says (destination MAC the
+    server's, one source MAC); every server made connections; what quicsteer
+    counted per backend is what reached that server."""
+    failures = []
+    packets, frames = captured(a.work, a.tag, a.cid_len)
+    first = first_initials(packets)
+    cid_conn = {}
+    for _, _, _, _, ids, _, _ in packets:
+        if ids and ids[0] and ids[3] in first and ids[2] != first[ids[3]][3]:
+            cid_conn[ids[2]] = ids[3]
+    per = [{"connections": 0, "packets": 0, "other": 0, "unknown": 0, "bad": 0} for _ in range(NSERVERS)]
+    servers_of, clients_of, bad, sources = {}, {}, [], set()
+    for scid, (_, n, _, _) in first.items():
+        per[n]["connections"] += 1
+    for ts, n, _, client, ids, why, smac in packets:
+        per[n]["packets"] += 1
+        sources.add(smac)
+        if why:
+            per[n]["bad"] += 1
+            bad.append(f"server {n}: {why}")
+        if not ids:
+            continue
+        conn = ids[3] if ids[0] else cid_conn.get(ids[2])
+        if conn not in first:
+            per[n]["unknown"] += 1
+            continue
+        servers_of.setdefault(conn, set()).add(n)
+        clients_of.setdefault(conn, set()).add(client)
+        if first[conn][1] != n:
+            per[n]["other"] += 1
+    stats = json.load(open(os.path.join(a.work, f"{a.tag}-quicsteer.json")))
+    counted = {b["name"]: b for b in stats.get("backends", [])}
+    for n in range(NSERVERS):
+        p, b = per[n], counted.get(f"srv{n}", {})
+        print(f"  {a.tag}: server {n}: made {p['connections']} connections; {frames[n]} frames "
+              f"(quicsteer's backend srv{n}: {b.get('packets')} packets, {b.get('connections')} connections): "
+              f"{p['other']} of connections another server made, {p['unknown']} of no connection seen, "
+              f"{p['bad']} not delivered as l2 says")
+        if p["other"] or p["unknown"]:
+            failures.append(f"server {n} received {p['other']} packets of connections another server made and "
+                            f"{p['unknown']} of no connection seen")
+        if p["connections"] == 0:
+            failures.append(f"server {n} made no connection: the fleet is not exercised")
+        if b.get("packets") != frames[n]:
+            failures.append(f"quicsteer counted {b.get('packets')} packets for backend srv{n}, "
+                            f"{frames[n]} reached server {n}")
+    split = [c for c, s in servers_of.items() if len(s) > 1]
+    print(f"  {a.tag}: {len(first)} connections, {len(split)} seen at more than one server; "
+          f"source MACs {sorted(sources)}")
+    if bad:
+        failures.append(f"{len(bad)} frames not delivered as l2 says (first: {bad[0]})")
+    if split:
+        failures.append(f"{len(split)} connections reached more than one server")
+    if len(sources) > 1:
+        failures.append(f"frames from {len(sources)} source MACs, want the TX port's alone")
+    if len(first) != a.connections:
+        failures.append(f"{len(first)} connections reached the servers, want {a.connections}")
+    for path in glob.glob(os.path.join(a.work, f"{a.tag}-srv*.tcpdump")):
+        m = re.search(r"(\d+) packets dropped by kernel", open(path).read())
+        if not m or int(m.group(1)):
+            failures.append(f"{os.path.basename(path)}: the capture lost packets or did not say")
+    for spec in a.moved:
+        phase, want = spec.rsplit(":", 1)
+        t0, t1 = (t / 1e9 for t in window(a.work, phase))
+        conns = [c for c, f in first.items() if t0 <= f[0] <= t1]
+        moved = [c for c in conns if len({port for _, port in clients_of.get(c, ())}) > 1]
+        print(f"  {a.tag}: {phase}: {len(moved)} of {len(conns)} connections reached their one server "
+              f"from more than one client port")
+        if len(conns) != int(want) or len(moved) != len(conns):
+            failures.append(f"{phase}: {len(moved)} of {len(conns)} connections moved, want {want} of {want}")
+    return report(a.tag, failures)
+
+
+def cmd_busiest(a):
+    """The server that made most of the connections whose first Initial
+    arrived since --since (exit 1 while fewer than --count have)."""
+    first = first_initials(captured(a.work, a.tag, a.cid_len)[0])
+    count = [0] * NSERVERS
+    for ts, n, _, _ in first.values():
+        if ts >= a.since / 1e9:
+            count[n] += 1
+    if sum(count) < a.count:
+        return 1
+    print(max(range(NSERVERS), key=lambda n: (count[n], -n)))
+    return 0
+
+
+def cmd_drain_captures(a):
+    """Server N, drained at --reload: the connections it made before the
+    reload kept reaching it afterwards (their requests were sent after it);
+    no connection whose first Initial came after the reload reached it."""
+    failures = []
+    packets, _ = captured(a.work, a.tag, a.cid_len)
+    first = first_initials(packets)
+    before, reload = a.before / 1e9, a.reload / 1e9
+    kept = {c for c, f in first.items() if before <= f[0] < reload and f[1] == a.server}
+    cid_conn = {ids[2]: ids[3] for _, _, _, _, ids, _, _ in packets
+                if ids and ids[0] and ids[3] in kept and ids[2] != first[ids[3]][3]}
+    later = {cid_conn[ids[2]] for ts, n, _, _, ids, _, _ in packets
+             if ts >= reload and n == a.server and ids and not ids[0] and ids[2] in cid_conn}
+    after = [0] * NSERVERS
+    for ts, n, _, _ in first.values():
+        if ts >= reload:
+            after[n] += 1
+    print(f"  drain: server {a.server} made {len(kept)} connections before it drained, {len(later)} of them "
+          f"sent it 1-RTT packets after the reload; connections after the reload per server: {after}")
+    if not kept:
+        failures.append(f"server {a.server} had no connection to keep")
+    if len(later) != len(kept):
+        failures.append(f"{len(kept) - len(later)} connections of the drained server sent it nothing after the reload")
+    if after[a.server]:
+        failures.append(f"{after[a.server]} new connections reached the drained server")
+    if sum(after) == 0:
+        failures.append("no connection after the reload")
+    return report("drain", failures)
+
+
+def cmd_uploads(a):
+    """What gtlsserver received (its request bodies, hex-dumped when it is
+    not quiet, in stream order, after a log line of the connection they
+    belong to): every upload arrived whole at exactly one server, with the
+    sha256 of its file, and its client exited 0."""
+    failures = []
+    want = {sha256_file(os.path.join(a.work, "up", f"up{i}")): f"up{i}" for i in range(a.nup)}
+    bodies = {}  # (log, server's SCID) -> hash of the body so far, octets
+    conn_line = re.compile(r"^I\d+ 0x([0-9a-f]+) ")
+    hex_line = re.compile(r"^[0-9a-f]{8}  ")
+    for path in sorted(glob.glob(os.path.join(a.work, a.logs))):
+        conn = key = None
+        with open(path, errors="replace") as f:
+            for line in f:
+                if key and hex_line.match(line):
+                    data = bytes.fromhex(line[10:58])
+                    bodies[key][0].update(data)
+                    bodies[key][1] += len(data)
+                    continue
+                key = None
+                m = conn_line.match(line)
+                if m:
+                    conn = m.group(1)
+                elif line.startswith("http: stream ") and " body " in line:
+                    key = (os.path.basename(path), conn)
+                    bodies.setdefault(key, [hashlib.sha256(), 0])
+    got = {}
+    for (log, conn), (h, size) in bodies.items():
+        name = want.get(h.hexdigest())
+        print(f"  uploads: {log}: connection {conn}: a body of {size} octets, "
+              f"{'the sha256 of ' + name if name else 'sha256 of no upload'}")
+        if name:
+            got.setdefault(name, []).append(log)
+        else:
+            failures.append(f"{log}: connection {conn} received {size} octets that are no upload")
+    results = {}
+    for tag in a.tags.split(","):
+        for line in open(os.path.join(a.work, f"{tag}-clients.tsv")):
+            name, rc, _ = line.rstrip("\n").split("\t")
+            results[name] = int(rc)
+    for i in range(a.nup):
+        name = f"up{i}"
+        print(f"  uploads: {name}: client exit {results.get(name)}, arrived whole at {got.get(name, [])}")
+        if results.get(name) != 0:
+            failures.append(f"{name}: the client exited {results.get(name)}")
+        if len(got.get(name, [])) != 1:
+            failures.append(f"{name} arrived whole at {len(got.get(name, []))} servers, want 1")
+    return report("uploads", failures)
 
 
 def main():
@@ -293,7 +548,7 @@ def main():
     v.add_argument("work")
     v.add_argument("--logs", required=True)
     v.add_argument("--count", type=int, required=True)
-    v.add_argument("--unknown-cid", choices=["zero", "any"], default="any")
+    v.add_argument("--unknown-cid", choices=["zero", "some", "any"], default="any")
     c = sub.add_parser("connections")
     c.add_argument("work")
     c.add_argument("--since", type=int, required=True)
@@ -316,8 +571,34 @@ def main():
     q = sub.add_parser("quicsteer")
     q.add_argument("work")
     q.add_argument("tag")
+    q.add_argument("--routed-min", action="append", default=[], metavar="METHOD=N")
+    q.add_argument("--routed-max", action="append", default=[], metavar="METHOD=N")
+    o = sub.add_parser("owners")
+    o.add_argument("work")
+    o.add_argument("tag")
+    o.add_argument("--cid-len", type=int, required=True)
+    o.add_argument("--connections", type=int, required=True)
+    o.add_argument("--moved", action="append", default=[], metavar="PHASE:N")
+    b = sub.add_parser("busiest")
+    b.add_argument("work")
+    b.add_argument("tag")
+    b.add_argument("--cid-len", type=int, required=True)
+    b.add_argument("--since", type=int, required=True)
+    b.add_argument("--count", type=int, required=True)
+    dc = sub.add_parser("drain-captures")
+    dc.add_argument("work")
+    dc.add_argument("tag")
+    dc.add_argument("--cid-len", type=int, required=True)
+    dc.add_argument("--server", type=int, required=True)
+    dc.add_argument("--before", type=int, required=True)
+    dc.add_argument("--reload", type=int, required=True)
+    u = sub.add_parser("uploads")
+    u.add_argument("work")
+    u.add_argument("--tags", required=True)
+    u.add_argument("--nup", type=int, required=True)
+    u.add_argument("--logs", required=True)
     a = ap.parse_args()
-    return globals()["cmd_" + a.cmd](a)
+    return globals()["cmd_" + a.cmd.replace("-", "_")](a)
 
 
 if __name__ == "__main__":
