@@ -94,10 +94,13 @@ QSRQ_VIP=$QSFL_VIP
 CHECK="python3 $SRC/tests/realquic/realquic_check.py"
 FCHECK="python3 $SRC/tests/realquic/fleet_check.py"
 PROFILE=$SRC/configs/realquic-fleet-$MODE.yaml
+# The files stay for every exit but a pass or a skip (an early `exit 1`
+# leaves failed at 0).
 cleanup() {
+  local rc=$?
   rq_stop_all
   qsfl_down
-  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$RQ_WORK"; else echo "fleet: files kept in $RQ_WORK"; fi
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; then rm -rf "$RQ_WORK"; else echo "fleet: files kept in $RQ_WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
