@@ -24,6 +24,8 @@ class LaneTally {
 
  public:
   void add(unsigned kind) { lanes_ += std::uint64_t(1) << (8 * kind); }
+  // add(kind) when `counted`, without a branch.
+  void add_if(unsigned kind, bool counted) { lanes_ += std::uint64_t(counted) << (8 * kind); }
   unsigned operator[](unsigned kind) const { return unsigned(lanes_ >> (8 * kind)) & 0xffu; }
 
  private:

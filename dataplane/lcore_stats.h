@@ -26,7 +26,7 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter parked_packets; // packets that went into a ticket
   Counter parked_cycles;  // TSC cycles the queue spent unpolled behind a ticket
   Counter parked_now;     // gauge: 1 while a ticket is held (the reporter reads this, not the ticket)
-  std::array<Counter, kResolveMethods> routed;  // packets by the rule that routed them (ResolveMethod)
+  std::array<Counter, kResolveMethods> routed;  // packets kept, by the rule that routed them (ResolveMethod)
   Counter learned;        // entries this queue's packets added to the forwarding table
   Counter setups;         // (4-tuple, SCID) entries added for first Initials
   Counter setup_evicted;  // of which replaced an older entry (the setup table is full)

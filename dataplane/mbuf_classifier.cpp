@@ -60,7 +60,10 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     const ParsedPacket& p = decisions.at[i].packet;
     owner[i] = decisions.at[i].resolution.owner_index;
     other_owners |= unsigned(owner[i] ^ first_owner);
-    by_method.add(unsigned(decisions.at[i].resolution.how));
+    // Under a rule only what is kept: a frame the receive loop drops (not
+    // UDP, malformed) was routed by nothing, so that `routed` sums to what
+    // was steered.
+    by_method.add_if(unsigned(decisions.at[i].resolution.how), p.verdict < Verdict::kNotUdp);
     cls[i] = RxClass(p.verdict);
     by_class.add(unsigned(cls[i]));
     // One 8-octet store of the whole record, its flags from compares

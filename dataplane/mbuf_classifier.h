@@ -28,8 +28,9 @@ static_assert(unsigned(RxClass::kQuic) == unsigned(Verdict::kQuic) &&
               unsigned(RxClass::kNotUdp) == unsigned(Verdict::kNotUdp) &&
               unsigned(RxClass::kMalformed) == unsigned(Verdict::kMalformed));
 
-// What classifying a burst counted: packets by class and by the rule that
-// routed them (ResolveMethod), and what the forwarding tables learned.
+// What classifying a burst counted: packets by class, the packets kept
+// (QUIC, or UDP that is not QUIC) by the rule that routed them
+// (ResolveMethod), and what the forwarding tables learned.
 struct RouteCounts {
   std::uint32_t by_class[kRxClasses] = {};
   std::uint32_t by_method[kResolveMethods] = {};

@@ -31,6 +31,20 @@
 // the established table only from a second packet with the same 4-tuple and
 // SCID, and never push out established ones (a full table refuses them,
 // counted as table_full, and the packet is hashed).
+//
+// Learning is bounded per connection: a setup entry may teach kSetupCredit
+// DCIDs (a handshake needs the server's CID, and with a Retry or 0-RTT one
+// or two more), a learned 4-tuple kTupleCredit (the CIDs a client switches
+// to on one path). The credit lives in the entry's own word
+// (ForwardingTable::spend), so the packets of a connection that has taught
+// its share cost no extra cache line: they are still routed by that setup
+// entry or 4-tuple, only not learned (counted as over_budget). Without the
+// bound one client, with one Initial, could fill the established table by
+// sending long headers with its SCID, or short headers from its 4-tuple,
+// with a new DCID each, and once the table is full other clients' new
+// connections would be hashed and split. What stays: a client that opens
+// many connections (new SCIDs or ports) teaches a few entries for each, as
+// that many real connections would.
 #pragma once
 
 #include <cstdint>
@@ -53,12 +67,20 @@ struct LearnCounts {
   std::uint32_t setups = 0;         // entries added to the setup table
   std::uint32_t setup_evicted = 0;  // setup entries replaced by newer ones (table full)
   std::uint32_t table_full = 0;     // established entries refused: the table is full
+  std::uint32_t over_budget = 0;    // DCIDs not learned: their connection had taught its share
+  std::uint32_t lost_races = 0;     // entries not written: other lcores changed the buckets meanwhile
 };
 
 // The two tables a data path shares between its receiving lcores (or a tool
 // replaying a capture keeps).
 class ForwardingTables {
  public:
+  // DCIDs one setup entry, and one learned 4-tuple, may add to the
+  // established table (see the top of this file).
+  static constexpr unsigned kSetupCredit = 4;
+  static constexpr unsigned kTupleCredit = ForwardingTable::kMaxCredit;
+  static_assert(kMaxBackends <= ForwardingTable::kMaxTarget + 1u, "a table word holds any backend slot");
+
   // `key`: keys the tables' hashes (the profile's fallback key, so that the
   // data path and quicsteer-cid classify agree). Throws
   // std::invalid_argument on a size of 0, std::bad_alloc when memory has no
@@ -129,21 +151,23 @@ class ForwardingTables {
                      std::uint32_t now_ms, LearnCounts& counts) {
     if (p.form == QuicForm::kLong) {
       const std::uint64_t setup = setup_key(frame, p);
-      const std::uint16_t owner = setup_.find(setup, now_ms);
-      if (owner != ForwardingTable::kNone) {
+      ForwardingTable::Entry entry = setup_.find_entry(setup, now_ms);
+      if (entry.found()) {
+        const std::uint16_t target = entry.target();
         // The 4-tuple is learned with each new DCID (the rest of a
         // handshake's packets find theirs present and skip it).
-        if (learn(cid, owner, now_ms, counts) == ForwardingTable::Insert::kInserted)
-          learn(tuple_key(frame, p), owner, now_ms, counts);
-        return r.resolution(owner, ResolveMethod::kLearnedSetup);
+        if (learn_from(setup_, entry, cid, false, now_ms, counts))
+          learn(tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
+        return r.resolution(target, ResolveMethod::kLearnedSetup);
       }
       const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
       const std::uint16_t hashed = r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len);
       if (p.opens_connection) {
-        switch (setup_.insert(setup, hashed, now_ms)) {
+        switch (setup_.insert(setup, hashed, now_ms, kSetupCredit)) {
           case ForwardingTable::Insert::kInserted: ++counts.setups; break;
           case ForwardingTable::Insert::kEvicted: ++counts.setups; ++counts.setup_evicted; break;
+          case ForwardingTable::Insert::kLost: ++counts.lost_races; break;
           case ForwardingTable::Insert::kPresent:
           case ForwardingTable::Insert::kFull: break;
         }
@@ -161,21 +185,45 @@ class ForwardingTables {
 
   Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
                            std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
-    std::uint16_t owner = established_.find(cid, now_ms);
+    const std::uint16_t owner = established_.find(cid, now_ms);
     if (owner != ForwardingTable::kNone) return r.resolution(owner, ResolveMethod::kLearnedCid);
-    owner = established_.find(tuple_key(frame, p), now_ms);
-    if (owner != ForwardingTable::kNone) {
-      learn(cid, owner, now_ms, counts);
-      return r.resolution(owner, ResolveMethod::kLearnedTuple);
+    ForwardingTable::Entry tuple = established_.find_entry(tuple_key(frame, p), now_ms);
+    if (tuple.found()) {
+      learn_from(established_, tuple, cid, true, now_ms, counts);
+      return r.resolution(tuple.target(), ResolveMethod::kLearnedTuple);
     }
     return {};
   }
 
-  ForwardingTable::Insert learn(std::uint64_t key, std::uint16_t owner, std::uint32_t now_ms, LearnCounts& counts) {
-    const ForwardingTable::Insert result = established_.insert(key, owner, now_ms);
+  // Learns cid -> the target of `teacher` (an entry of `table`) if the
+  // teacher has credit left, and takes one credit when the DCID was new (a
+  // DCID already learned costs nothing). `missing`: the caller has just
+  // looked the DCID up and not found it. True when the DCID was learned.
+  // Lcores learning from one teacher at once may each see the last credit
+  // and insert: a connection's packets normally reach one lcore (RSS), and
+  // the overshoot is at most one per lcore.
+  bool learn_from(ForwardingTable& table, ForwardingTable::Entry& teacher, std::uint64_t cid, bool missing,
+                  std::uint32_t now_ms, LearnCounts& counts) {
+    if (teacher.credit() == 0) {
+      // Present already is the common case (the rest of a handshake's
+      // packets) and not refused: only a DCID the table lacks is counted.
+      // The lookup costs a line only once a connection has spent its
+      // credit, which real ones rarely do.
+      if (missing || established_.find(cid, now_ms) == ForwardingTable::kNone) ++counts.over_budget;
+      return false;
+    }
+    if (learn(cid, teacher.target(), now_ms, counts) != ForwardingTable::Insert::kInserted) return false;
+    table.spend(teacher);
+    return true;
+  }
+
+  ForwardingTable::Insert learn(std::uint64_t key, std::uint16_t target, std::uint32_t now_ms, LearnCounts& counts,
+                                unsigned credit = 0) {
+    const ForwardingTable::Insert result = established_.insert(key, target, now_ms, credit);
     switch (result) {
       case ForwardingTable::Insert::kInserted: ++counts.learned; break;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;
+      case ForwardingTable::Insert::kLost: ++counts.lost_races; break;
       case ForwardingTable::Insert::kPresent:
       case ForwardingTable::Insert::kEvicted: break;
     }

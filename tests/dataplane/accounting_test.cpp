@@ -109,6 +109,37 @@ TEST(Accounting, MultiSegmentFramesAreSteeredAsTheWholeFrame) {
   EXPECT_EQ(r.mbufs_leaked, 0);
 }
 
+// Frames the receive loop drops (here ICMP: not UDP) are counted as drops
+// and under no routing rule, so that `routed` adds up to what was steered
+// (issue 29, item 15). Before, each was also counted as routed by the hash
+// of its 4-tuple.
+TEST(Accounting, DroppedFramesAreRoutedByNoRule) {
+  RingPort port(2, 1024, 2, 1 << 14);
+  Scenario scenario(two_owner_profile("{type: sink}"), port);
+  auto t = some_traffic(100, 8);
+  std::vector<std::vector<std::uint8_t>> icmp;
+  for (unsigned i = 0; i < 50; ++i) {
+    const std::vector<std::uint8_t> payload(40, 0x11);
+    icmp.push_back(traffic::build_udp_frame(traffic::L2Header{}, traffic::IpAddress::v4(10, 0, 0, std::uint8_t(i + 1)),
+                                            std::uint16_t(5000 + i), traffic::IpAddress::v4(198, 18, 0, 1), 443,
+                                            payload, std::uint16_t(i), 0));
+    icmp.back()[14 + 9] = 1;  // IPv4 protocol: ICMP (the parser does not check the header checksum)
+  }
+  for (unsigned i = 0; i < icmp.size(); ++i) {
+    t.frames.push_back(&icmp[i]);
+    t.queue_of.push_back(i % 2);
+  }
+  const ScenarioResult r = scenario.run(t.frames, t.queue_of);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.stats.drops_total[std::size_t(DropReason::kNotUdp)], icmp.size());
+  std::uint64_t routed = 0;
+  for (std::uint64_t n : r.stats.rx_total.routed) routed += n;
+  EXPECT_EQ(routed, r.stats.rx_total.rx - r.stats.drops_sum()) << "routed counts what was steered";
+  EXPECT_EQ(routed, r.stats.owner_total.sunk);
+  EXPECT_EQ(r.accounting, "");
+  EXPECT_EQ(r.mbufs_leaked, 0);
+}
+
 // A long header of a version quicsteer does not know may carry a DCID of up
 // to 255 octets (RFC 8999); the connection table keys hold 20. Such packets
 // are untracked for that reason, not because the shard is full.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <random>
 #include <set>
 #include <thread>
@@ -68,25 +70,93 @@ TEST(ForwardingTable, AFullKeepTableRefusesNewKeysAndKeepsTheOldOnes) {
   for (std::uint64_t k : in) EXPECT_EQ(t.find(k, 300), 1) << "nothing pushed out an entry";
 }
 
+// The smallest table has two buckets, so every key's two buckets are the
+// same pair: ten keys fill it, and an eleventh evicts the least recently
+// seen entry of its first bucket.
 TEST(ForwardingTable, AFullEvictingTableReplacesTheLeastRecentlySeen) {
-  ForwardingTable t(16, ForwardingTable::Policy::kEvictOldest);
-  // Keys whose first and second buckets are both bucket 0 (all their set
-  // bits lie in the fingerprint's low 16): five fit, the sixth evicts.
+  ForwardingTable t(1, ForwardingTable::Policy::kEvictOldest);
+  ASSERT_EQ(t.bucket_count(), 2u);
+  std::mt19937_64 rng(3);
   std::vector<std::uint64_t> keys;
-  for (std::uint64_t fp = 1; keys.size() < 6; ++fp) keys.push_back(fp << 16);
-  for (std::size_t i = 0; i < 5; ++i)
+  while (keys.size() < 11) keys.push_back(rng() & ~1ULL);  // first bucket 0
+  for (std::size_t i = 0; i < 10; ++i)
     ASSERT_EQ(t.insert(keys[i], std::uint16_t(i), std::uint32_t(i)), ForwardingTable::Insert::kInserted) << i;
-  // Refresh every entry but the one inserted at time 2.
-  for (std::size_t i = 0; i < 5; ++i)
-    if (i != 2) t.find(keys[i], 100);
-  EXPECT_EQ(t.insert(keys[5], 5, 101), ForwardingTable::Insert::kEvicted);
-  EXPECT_EQ(t.find(keys[5], 101), 5);
-  EXPECT_EQ(t.find(keys[2], 101), ForwardingTable::kNone) << "the least recently seen went";
-  for (std::size_t i = 0; i < 5; ++i) {
-    if (i == 2) continue;
+  // Refresh every entry but those inserted at times 2 and 3 (at least one
+  // of them is in bucket 0: keys alternate between the two).
+  for (std::size_t i = 0; i < 10; ++i)
+    if (i != 2 && i != 3) t.find(keys[i], 100);
+  EXPECT_EQ(t.insert(keys[10], 10, 101), ForwardingTable::Insert::kEvicted);
+  EXPECT_EQ(t.find(keys[10], 101), 10);
+  EXPECT_EQ((t.find(keys[2], 101) == ForwardingTable::kNone) + (t.find(keys[3], 101) == ForwardingTable::kNone), 1)
+      << "one of the least recently seen went";
+  for (std::size_t i = 0; i < 10; ++i) {
+    if (i == 2 || i == 3) continue;
     EXPECT_EQ(t.find(keys[i], 101), i);
   }
-  EXPECT_EQ(t.size(), 5u);
+  EXPECT_EQ(t.size(), 10u);
+}
+
+// Another lcore may stamp an entry with a time later than the `now` an
+// evicting inserter read a moment before: that entry is the freshest, not
+// one seen 49 days ago.
+TEST(ForwardingTable, EvictionCountsATimeAheadOfNowAsFresh) {
+  ForwardingTable t(1, ForwardingTable::Policy::kEvictOldest);
+  std::mt19937_64 rng(4);
+  std::vector<std::uint64_t> keys;
+  while (keys.size() < 11) keys.push_back(rng() & ~1ULL);
+  for (std::size_t i = 0; i < 10; ++i) ASSERT_EQ(t.insert(keys[i], std::uint16_t(i), 50), ForwardingTable::Insert::kInserted);
+  // All seen at 100 but keys 2 and 3 (still at 50), and keys 0 and 1 (one
+  // of each bucket) seen at 102 by a receiver whose clock read later.
+  for (std::size_t i = 4; i < 10; ++i) t.find(keys[i], 100);
+  t.find(keys[0], 102);
+  t.find(keys[1], 102);
+  EXPECT_EQ(t.insert(keys[10], 10, 101), ForwardingTable::Insert::kEvicted);
+  EXPECT_EQ(t.find(keys[0], 102), 0) << "seen after now: the freshest entry stays";
+  EXPECT_EQ(t.find(keys[1], 102), 1);
+  EXPECT_EQ((t.find(keys[2], 102) == ForwardingTable::kNone) + (t.find(keys[3], 102) == ForwardingTable::kNone), 1);
+}
+
+// The sweeper's `now` is read before other receivers stamp entries: an
+// entry seen a millisecond after it is fresh.
+TEST(ForwardingTable, ExpireKeepsEntriesSeenAfterItsNow) {
+  ForwardingTable t(100, ForwardingTable::Policy::kKeep);
+  t.insert(7ULL << 20, 1, 1001);
+  t.insert(9ULL << 20, 2, 500);
+  t.find(9ULL << 20, 1002);
+  EXPECT_EQ(t.expire(1000, 1000, t.bucket_count()), 0u);
+  EXPECT_EQ(t.find(7ULL << 20, 1003), 1);
+  EXPECT_EQ(t.find(9ULL << 20, 1003), 2);
+  EXPECT_EQ(t.size(), 2u);
+  // And they still go once idle for the timeout.
+  EXPECT_EQ(t.expire(2004, 1000, t.bucket_count()), 2u);
+}
+
+// Keys that differ in one bit are told apart wherever they sit: the
+// fingerprint and the bucket's index together hold 48 + log2(buckets) bits
+// of the hash (all 64 from 65,536 buckets on), in the first bucket and in
+// the second. Half the keys of a busy table live in their second bucket.
+TEST(ForwardingTable, KeysDifferingInOneBitAreToldApartInEitherBucket) {
+  for (const std::uint32_t entries : {1000u, 262144u}) {
+    ForwardingTable t(entries, ForwardingTable::Policy::kKeep);
+    unsigned bits = 0;
+    while ((1u << bits) < t.bucket_count()) ++bits;
+    const unsigned told_apart = std::min(64u, 48u + bits);
+    std::mt19937_64 rng(entries);
+    std::set<std::uint64_t> in;
+    for (std::uint32_t i = 0; i < entries * 3 / 4; ++i) {
+      const std::uint64_t k = rng();
+      if (t.insert(k, 1, 0) == ForwardingTable::Insert::kInserted) in.insert(k);
+    }
+    ASSERT_GT(in.size(), entries / 2);
+    unsigned confused = 0;
+    for (std::uint64_t k : in) {
+      for (unsigned bit = 0; bit < told_apart; ++bit) {
+        const std::uint64_t other = k ^ (1ULL << bit);
+        if (t.find(other, 0) != ForwardingTable::kNone && in.count(other) == 0) ++confused;
+      }
+    }
+    EXPECT_EQ(confused, 0u) << entries << " entries: keys one bit apart taken for each other";
+  }
 }
 
 TEST(ForwardingTable, ExpireRemovesOnlyEntriesIdleForLongerThanTheTimeout) {
@@ -126,6 +196,61 @@ TEST(ForwardingTable, ConcurrentInsertersAndReadersAgree) {
   for (int i = 0; i < 10000; ++i) {
     ASSERT_EQ(t.find(ra(), 0), 1);
     ASSERT_EQ(t.find(rb(), 0), 2);
+  }
+}
+
+// Inserters that evict and a sweeper that expires change the same slots at
+// once; every change is a compare-and-swap, so size() stays the count of
+// occupied slots (a plain store of an eviction over a slot the sweeper had
+// just emptied would leave it one short, and it could wrap).
+TEST(ForwardingTable, SizeStaysTheCountOfOccupiedSlotsUnderConcurrentInsertEvictAndExpire) {
+  ForwardingTable t(16, ForwardingTable::Policy::kEvictOldest);
+  std::atomic<std::uint32_t> clock{0};
+  std::atomic<bool> done{false};
+  auto inserter = [&](std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 200000; ++i) {
+      const std::uint32_t now = clock.fetch_add(1, std::memory_order_relaxed);
+      ASSERT_NE(t.insert(rng(), std::uint16_t(i & 7), now), ForwardingTable::Insert::kFull)
+          << "an evicting table makes room";
+      // One more than the slots while the sweeper is between emptying a
+      // slot and counting it, never a wrapped count.
+      ASSERT_LE(t.size(), t.slot_count() + 1) << "size wrapped";
+    }
+  };
+  std::thread sweeper([&] {
+    while (!done.load(std::memory_order_relaxed))
+      t.expire(clock.load(std::memory_order_relaxed), 16, t.bucket_count());
+  });
+  std::thread a(inserter, 1), b(inserter, 2);
+  a.join();
+  b.join();
+  done = true;
+  sweeper.join();
+  EXPECT_EQ(t.size(), t.occupied_slots());
+}
+
+// Lcores spending one entry's learn credit at once take each credit once.
+TEST(ForwardingTable, ConcurrentSpendersTakeEachCreditOnce) {
+  ForwardingTable t(100, ForwardingTable::Policy::kKeep);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::uint64_t key = 0x9e3779b97f4a7c15ULL * std::uint64_t(trial + 1);
+    ASSERT_EQ(t.insert(key, 3, 0, ForwardingTable::kMaxCredit), ForwardingTable::Insert::kInserted);
+    std::atomic<unsigned> taken{0};
+    auto spender = [&] {
+      for (int i = 0; i < 10; ++i) {
+        ForwardingTable::Entry e = t.find_entry(key, 0);
+        ASSERT_TRUE(e.found());
+        taken += t.spend(e);
+      }
+    };
+    std::thread a(spender), b(spender);
+    a.join();
+    b.join();
+    EXPECT_EQ(taken.load(), ForwardingTable::kMaxCredit);
+    EXPECT_EQ(t.find_entry(key, 0).credit(), 0u);
+    EXPECT_EQ(t.find(key, 0), 3) << "spending leaves the target";
+    t.expire(1000, 0, t.bucket_count());
   }
 }
 
@@ -436,6 +561,71 @@ TEST_F(Rules, AFloodOfInitialsDoesNotEvictEstablishedConnections) {
     ASSERT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
     ASSERT_EQ(d.resolution.owner_index, k.owner);
   }
+}
+
+// One client (no spoofing) that sent one Initial keeps sending Handshakes
+// with its SCID, and short headers from its 4-tuple, each with a new DCID
+// (issue 29). Its setup entry and 4-tuple teach a few DCIDs and no more:
+// the established table keeps room, and new connections of other clients
+// are learned and do not split. Every flood packet still reaches the
+// client's own owner.
+TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
+  SteeringConfig config = two_owners(true);
+  config.forwarding.max_entries = 262144;  // the default
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier c(config);
+  c.use_tables(&tables);
+  const PacketClassifier plain(two_owners(false));
+  std::mt19937_64 rng(29);
+  LearnCounts counts;
+  auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };
+  Tuple attacker;
+  attacker.client = IpAddress::v4(10, 66, 0, 1);
+  attacker.port = 4444;
+  const Bytes scid = cid_of(rng, 8);
+  const std::uint16_t owner =
+      route(long_packet(attacker, traffic::LongType::kInitial, cid_of(rng, 12), scid)).owner_index;
+  // One frame of each kind, its DCID rewritten in place for each packet.
+  Bytes frames[2] = {long_packet(attacker, traffic::LongType::kHandshake, cid_of(rng, 8), scid),
+                     short_packet(attacker, cid_of(rng, 8))};
+  std::size_t dcid_at[2];
+  for (int k = 0; k < 2; ++k) {
+    const Decision d = plain.classify(frames[k].data(), frames[k].size());
+    ASSERT_EQ(d.packet.dcid_len, 8u);
+    dcid_at[k] = std::size_t(d.packet.dcid(frames[k].data()) - frames[k].data());
+  }
+  for (int i = 0; i < 1000000; ++i) {
+    Bytes& f = frames[i & 1];
+    const std::uint64_t dcid = rng();
+    std::memcpy(f.data() + dcid_at[i & 1], &dcid, 8);
+    const Resolution r = route(f);
+    ASSERT_EQ(r.owner_index, owner) << i;
+    ASSERT_EQ(r.how, i & 1 ? ResolveMethod::kLearnedTuple : ResolveMethod::kLearnedSetup) << i;
+  }
+  EXPECT_LE(tables.established().size(), ForwardingTables::kSetupCredit + ForwardingTables::kTupleCredit + 1)
+      << "the DCIDs its setup entry may teach, those its 4-tuple may, and the 4-tuple";
+  EXPECT_EQ(counts.table_full, 0u);
+  EXPECT_GT(counts.over_budget, 999000u);
+
+  unsigned split = 0;
+  for (int i = 0; i < 200; ++i) {
+    Tuple t;
+    t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
+    t.port = std::uint16_t(30000 + i);
+    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
+    const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
+    Bytes server_cid;  // one the hash sends elsewhere: unlearned, the connection splits
+    do server_cid = cid_of(rng, 8);
+    while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
+    Tuple rebound = t;
+    rebound.port = std::uint16_t(40000 + i);
+    const Bytes later[] = {long_packet(t, traffic::LongType::kHandshake, server_cid, client_scid),
+                           short_packet(t, server_cid), short_packet(rebound, server_cid)};
+    bool splits = false;
+    for (const Bytes& f : later) splits |= route(f).owner_index != target;
+    split += splits;
+  }
+  EXPECT_EQ(split, 0u) << "new connections split while one client floods";
 }
 
 }  // namespace
