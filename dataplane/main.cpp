@@ -26,6 +26,7 @@
 
 #include "dataplane/dataplane.h"
 #include "dataplane/eal_init.h"
+#include "dataplane/health_monitor.h"
 #include "dataplane/live_view.h"
 #include "dataplane/profile.h"
 #include "dataplane/prometheus.h"
@@ -282,9 +283,13 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     // one is taken this often for it (the same cost as a table at that period).
     const auto publish_period = std::chrono::milliseconds(profile.stats.period_ms != 0 ? profile.stats.period_ms : 1000);
     qs::StatsSnapshot prev = dp.snapshot();
+    // Health (/healthz, /quicsteer/health) is judged every turn from the
+    // lcores' heartbeats and the links: cheap reads, no snapshot needed.
+    qs::HealthMonitor health(qs::stall_threshold(profile.action.tx_drain_us, profile.polling.idle_sleep_us));
     while (!g_signalled.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dp.sample_port_counters();  // so that a device's counter reset is seen
+      live->publish(health.judge(dp.health_sample(), std::chrono::steady_clock::now()));
       if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path);
       if (auto path = live->take_reload_request()) {
         live->answer_reload(
@@ -301,6 +306,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       }
     }
     live->close();
+    live->publish(qs::Health{false, "stopping"});
     if (g_signalled.load())
       std::printf("quicsteer: stopping on %s\n", g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT");
     else
