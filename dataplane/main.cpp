@@ -266,8 +266,8 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       qs::ListenAddress address;
       qs::parse_listen_address(profile.telemetry.prometheus_listen, address);  // validated by the loader
       prometheus = std::make_unique<qs::PrometheusEndpoint>(address, live);
-      std::printf("prometheus: http://%s/metrics (port %u)\n", profile.telemetry.prometheus_listen.c_str(),
-                  unsigned(prometheus->port()));
+      std::printf("prometheus: http://%s/metrics (port %u), /healthz; up to %u clients at once\n",
+                  profile.telemetry.prometheus_listen.c_str(), unsigned(prometheus->port()), prometheus->max_clients());
     }
     std::printf("quicsteer: %zu lcores, %zu owners, policy %s, steering generation %llu (QUIC-LB configs: %zu, servers: %zu), %s\n",
                 profile.lcores.size(), profile.steering.owner_lcores.size(),
