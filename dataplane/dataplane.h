@@ -15,6 +15,7 @@
 #include "dataplane/lcore_context.h"
 #include "dataplane/port_counters.h"
 #include "dataplane/profile.h"
+#include "dataplane/health_monitor.h"
 #include "dataplane/stats_snapshot.h"
 
 struct rte_mempool;
@@ -64,6 +65,10 @@ class Dataplane {
   StatsSnapshot snapshot() const;
   // Reads the ports' counters between snapshots, so that a reset is seen.
   void sample_port_counters() const;
+  // What HealthMonitor judges: each lcore's heartbeat counter and each
+  // port's link (rte_eth_link_get_nowait; a link is down while the ports are
+  // closed). Cheap enough for every control-loop turn; same thread as snapshot().
+  HealthSample health_sample() const;
 
   // Stops and closes the ports (a device may hold mbufs until then) and
   // returns how many mbufs are not back in their pools. Call after stop().

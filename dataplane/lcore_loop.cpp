@@ -636,6 +636,8 @@ int lcore_main(void* arg) {
     if (now - last_tick > c.tx_flush_tsc) {
       const std::uint64_t since_tick = now - last_tick;
       last_tick = now;
+      // Once per tick, not per packet: the control loop judges health by it.
+      c.loop_stats.heartbeats.add();
       if (owner) {
         flush_tx(c, now);
         // Housekeeping off the per-packet path: a paced slice of the shard.

@@ -72,6 +72,7 @@ struct alignas(kCacheLine) LoopStats {
   Counter idle_sleeps;  // times the idle back-off slept
   Counter doorbell_wakes;  // sleeps a producer's doorbell ended early
   Counter doorbell_timeouts;  // doorbell sleeps that ran to LcoreContext::doorbell_sleep_limit
+  Counter heartbeats;  // housekeeping ticks: the loop is iterating (health_monitor.h), whatever the traffic
 };
 
 // One per producer->owner ring: the producer records the deepest occupancy it

@@ -12,6 +12,16 @@ void LiveView::publish(const SteeringState& steering) {
   steering_ = steering;
 }
 
+void LiveView::publish(const Health& health) {
+  std::lock_guard lock(mutex_);
+  health_ = health;
+}
+
+Health LiveView::health() const {
+  std::lock_guard lock(mutex_);
+  return health_;
+}
+
 StatsSnapshot LiveView::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

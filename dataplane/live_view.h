@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/health_monitor.h"
 #include "dataplane/stats_snapshot.h"
 
 namespace qs {
@@ -37,8 +38,12 @@ class LiveView {
  public:
   void publish(const StatsSnapshot& stats);
   void publish(const SteeringState& steering);
+  // The control loop's latest verdict (HealthMonitor), for /healthz and
+  // /quicsteer/health; "starting" until the first one.
+  void publish(const Health& health);
   StatsSnapshot stats() const;
   SteeringState steering() const;
+  Health health() const;
 
   // Telemetry thread: asks the control loop to reload from `path` (empty:
   // the profile quicsteer was started with) and waits for its answer,
@@ -56,6 +61,7 @@ class LiveView {
   std::condition_variable changed_;
   StatsSnapshot stats_;
   SteeringState steering_;
+  Health health_{false, "starting"};
   bool closed_ = false;
   // The reload mailbox: at most one request in it.
   bool request_waiting_ = false;   // posted, not yet taken by the control loop

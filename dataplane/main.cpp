@@ -27,6 +27,7 @@
 
 #include "dataplane/dataplane.h"
 #include "dataplane/eal_init.h"
+#include "dataplane/health_monitor.h"
 #include "dataplane/live_view.h"
 #include "dataplane/profile.h"
 #include "dataplane/prometheus.h"
@@ -277,8 +278,8 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       qs::ListenAddress address;
       qs::parse_listen_address(profile.telemetry.prometheus_listen, address);  // validated by the loader
       prometheus = std::make_unique<qs::PrometheusEndpoint>(address, live);
-      std::printf("prometheus: http://%s/metrics (port %u)\n", profile.telemetry.prometheus_listen.c_str(),
-                  unsigned(prometheus->port()));
+      std::printf("prometheus: http://%s/metrics (port %u), /healthz; up to %u clients at once\n",
+                  profile.telemetry.prometheus_listen.c_str(), unsigned(prometheus->port()), prometheus->max_clients());
     }
     std::printf("quicsteer: %zu lcores, %zu owners, policy %s, steering generation %llu (QUIC-LB configs: %zu, servers: %zu), %s\n",
                 profile.lcores.size(), profile.steering.owner_lcores.size(),
@@ -294,9 +295,13 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     // one is taken this often for it (the same cost as a table at that period).
     const auto publish_period = std::chrono::milliseconds(profile.stats.period_ms != 0 ? profile.stats.period_ms : 1000);
     qs::StatsSnapshot prev = dp.snapshot();
+    // Health (/healthz, /quicsteer/health) is judged every turn from the
+    // lcores' heartbeats and the links: cheap reads, no snapshot needed.
+    qs::HealthMonitor health(qs::stall_threshold(profile.action.tx_drain_us, profile.polling.idle_sleep_us));
     while (!g_signalled.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dp.sample_port_counters();  // so that a device's counter reset is seen
+      live->publish(health.judge(dp.health_sample(), std::chrono::steady_clock::now()));
       if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path);
       if (auto path = live->take_reload_request()) {
         live->answer_reload(
@@ -313,6 +318,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       }
     }
     live->close();
+    live->publish(qs::Health{false, "stopping"});
     if (g_signalled.load())
       std::printf("quicsteer: stopping on %s\n", g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT");
     else

@@ -1,12 +1,14 @@
 #include "dataplane/prometheus.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -202,20 +204,106 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
   return w.text();
 }
 
+// libmicrohttpd's callbacks, all on the endpoint's thread (MHD_run_wait).
+struct EndpointCallbacks {
+  static MHD_Result answer(MHD_Connection* connection, unsigned status, const std::string& type,
+                           const std::string& body, bool allow = false) {
+    MHD_Response* response =
+        MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+    if (response == nullptr) return MHD_NO;  // out of memory: the connection is closed
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type.c_str());
+    if (allow) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    const MHD_Result queued = MHD_queue_response(connection, status, response);
+    MHD_destroy_response(response);
+    return queued;
+  }
+
+  // Called once the request line and headers are in (HEAD is answered as
+  // GET, without the body, by libmicrohttpd).
+  static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                               const char*, const char*, std::size_t*, void**) {
+    const auto& self = *static_cast<const PrometheusEndpoint*>(cls);
+    const std::string path = url;
+    const std::string m = method;
+    if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD)
+      return answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "only GET and HEAD\n", true);
+    if (path == "/metrics")
+      return answer(connection, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                    prometheus_text(self.view_->stats(), self.view_->steering()));
+    if (path == "/healthz") {
+      const Health h = self.view_->health();
+      return h.healthy ? answer(connection, MHD_HTTP_OK, "text/plain", "ok\n")
+                       : answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", h.reason + "\n");
+    }
+    return answer(connection, MHD_HTTP_NOT_FOUND, "text/plain", "quicsteer serves /metrics and /healthz\n");
+  }
+
+  // Each connection's deadline runs from its accept, and again from each
+  // answer (a keep-alive connection's next request).
+  static void on_connection(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
+    auto& self = *static_cast<PrometheusEndpoint*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+      self.clients_.erase(connection);
+      return;
+    }
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info != nullptr)
+      self.clients_[connection] = {info->connect_fd, std::chrono::steady_clock::now() + PrometheusEndpoint::kRequestDeadline};
+  }
+  static void on_completed(void* cls, MHD_Connection* connection, void**, MHD_RequestTerminationCode) {
+    auto& self = *static_cast<PrometheusEndpoint*>(cls);
+    const auto it = self.clients_.find(connection);
+    if (it != self.clients_.end()) it->second.deadline = std::chrono::steady_clock::now() + PrometheusEndpoint::kRequestDeadline;
+  }
+};
+
+namespace {
+
+// Descriptors open now: what the process needs besides the endpoint.
+unsigned open_descriptors() {
+  unsigned n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Raises the soft descriptor limit so that kMaxClients fit (a default soft
+// limit of 1024 would not); where the hard limit is lower, fewer clients.
+unsigned client_budget(unsigned wanted) {
+  constexpr unsigned kSpare = 256;  // for the rest of quicsteer: telemetry clients, devices, files
+  const rlim_t needed = rlim_t(open_descriptors()) + kSpare + wanted;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 64;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return wanted;
+  const rlim_t others = rlim_t(open_descriptors()) + kSpare;
+  return limit.rlim_cur > others + 64 ? unsigned(limit.rlim_cur - others) : 64;
+}
+
+}  // namespace
+
 PrometheusEndpoint::PrometheusEndpoint(const ListenAddress& address, std::shared_ptr<const LiveView> view)
     : view_(std::move(view)) {
   const std::string where = (address.ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+  int listener = -1;
   const auto fail = [&](const char* what) {
     const std::string message = "telemetry.prometheus_listen: cannot " + std::string(what) + " " + where + ": " +
                                 std::strerror(errno);
-    if (listener_ >= 0) ::close(listener_);
-    if (wake_ >= 0) ::close(wake_);
+    if (listener >= 0) ::close(listener);
     throw std::runtime_error(message);
   };
-  listener_ = ::socket(address.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener_ < 0) fail("open a socket for");
+  // The socket is ours to bind, so that the error names the address and
+  // port 0 tells which port it got; libmicrohttpd serves on it.
+  listener = ::socket(address.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listener < 0) fail("open a socket for");
   const int one = 1;
-  ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_storage storage{};
   socklen_t length = 0;
   if (address.ipv6) {
@@ -231,78 +319,47 @@ PrometheusEndpoint::PrometheusEndpoint(const ListenAddress& address, std::shared
     ::inet_pton(AF_INET, address.host.c_str(), &a->sin_addr);
     length = sizeof *a;
   }
-  if (::bind(listener_, reinterpret_cast<sockaddr*>(&storage), length) != 0) fail("listen on");
-  if (::listen(listener_, 16) != 0) fail("listen on");
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&storage), length) != 0) fail("listen on");
+  // A backlog that a burst of connections does not overflow; the kernel caps it.
+  if (::listen(listener, 1024) != 0) fail("listen on");
   sockaddr_storage bound{};
   socklen_t bound_length = sizeof bound;
-  ::getsockname(listener_, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&bound), &bound_length);
   port_ = ntohs(address.ipv6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  wake_ = ::eventfd(0, EFD_CLOEXEC);
-  if (wake_ < 0) fail("set up the endpoint for");
+  max_clients_ = client_budget(kMaxClients);
+  // No internal thread: ours runs it, so that it can also close connections
+  // past their deadline (libmicrohttpd 0.9.75's timeout is for inactivity
+  // only) between two runs, where no callback holds them.
+  daemon_ = MHD_start_daemon(
+      MHD_USE_EPOLL | (address.ipv6 ? MHD_USE_IPv6 : 0), 0, nullptr, nullptr, &EndpointCallbacks::on_request, this,
+      MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_CONNECTION_LIMIT, max_clients_,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, std::min(kMaxClientsPerIp, max_clients_),
+      MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, kMemoryPerClient,
+      MHD_OPTION_NOTIFY_CONNECTION, &EndpointCallbacks::on_connection, this,
+      MHD_OPTION_NOTIFY_COMPLETED, &EndpointCallbacks::on_completed, this, MHD_OPTION_END);
+  if (daemon_ == nullptr) {
+    errno = EINVAL;
+    fail("start the HTTP server (libmicrohttpd) on");
+  }
   thread_ = std::thread([this] { serve(); });
 }
 
 PrometheusEndpoint::~PrometheusEndpoint() {
-  const std::uint64_t one = 1;
-  if (::write(wake_, &one, sizeof one) < 0) {
-    // The thread then only stops at its next poll timeout.
-  }
+  stop_.store(true);
   thread_.join();
-  ::close(listener_);
-  ::close(wake_);
+  MHD_stop_daemon(daemon_);  // closes every connection and the listening socket
 }
 
 void PrometheusEndpoint::serve() {
-  for (;;) {
-    pollfd fds[2] = {{listener_, POLLIN, 0}, {wake_, POLLIN, 0}};
-    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return;
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    // A client that sends or reads nothing cannot hold the endpoint long.
-    const timeval timeout{2, 0};
-    ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    answer(client);
-    ::close(client);
-  }
-}
-
-void PrometheusEndpoint::answer(int client) {
-  // The request line and headers, up to the blank line (at most 8 KiB).
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.find("\n\n") == std::string::npos &&
-         request.size() < 8192) {
-    const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
-    if (n <= 0) return;
-    request.append(buffer, std::size_t(n));
-  }
-  const std::string line = request.substr(0, request.find_first_of("\r\n"));
-  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
-  const bool get = line.rfind("GET ", 0) == 0, head = line.rfind("HEAD ", 0) == 0;
-  const std::string target = line.substr(line.find(' ') + 1, line.rfind(' ') - line.find(' ') - 1);
-  const std::string path = target.substr(0, target.find('?'));
-  if (!get && !head) {
-    status = "405 Method Not Allowed";
-    type = "text/plain";
-    body = "only GET /metrics\n";
-  } else if (path != "/metrics") {
-    status = "404 Not Found";
-    type = "text/plain";
-    body = "quicsteer serves its metrics at /metrics\n";
-  } else {
-    body = prometheus_text(view_->stats(), view_->steering());
-  }
-  std::string response = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
-                         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
-  if (!head) response += body;
-  for (std::size_t sent = 0; sent < response.size();) {
-    const ssize_t n = ::send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += std::size_t(n);
+  while (!stop_.load()) {
+    // Waits for the sockets at most kPollMs, answers what is complete.
+    MHD_run_wait(daemon_, kPollMs);
+    // A client that trickles its request, or reads the answer slowly, is cut
+    // off at its deadline: the connection sees end of file on its next run.
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [connection, client] : clients_)
+      if (now > client.deadline) ::shutdown(client.fd, SHUT_RDWR);
   }
 }
 

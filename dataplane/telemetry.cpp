@@ -221,6 +221,15 @@ int cmd_steering(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+int cmd_health(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const Health h = v->health();
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "healthy", h.healthy ? 1 : 0);
+  rte_tel_data_add_dict_string(d, "reason", h.reason.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+  return 0;
+}
+
 int cmd_profile(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const SteeringState st = v->steering();
@@ -260,6 +269,8 @@ void register_once() {
          "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
+        {"/quicsteer/health", cmd_health,
+         "healthy 1 while every lcore's loop makes progress and every port's link is up, else 0 and the reason. No parameters"},
         {"/quicsteer/profile", cmd_profile, "The live profile, resolved (every default filled in). No parameters"},
         {"/quicsteer/reload", cmd_reload,
          "Reloads the steering section. Parameter: a profile path (default: the one quicsteer started with)"},

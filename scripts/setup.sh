@@ -8,6 +8,7 @@ packages=(
   g++ meson ninja-build pkg-config python3
   libdpdk-dev dpdk dpdk-dev        # DPDK 22.11 headers, libs and PMDs; dpdk-dev has dpdk-testpmd and dpdk-telemetry.py
   libyaml-cpp-dev libpcap-dev libssl-dev
+  libmicrohttpd-dev                # the Prometheus endpoint's HTTP server
   googletest libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev         # libFuzzer and clang's sanitizer runtimes
   lua5.3                           # luac -p over the pktgen scripts
