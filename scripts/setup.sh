@@ -17,6 +17,7 @@ packages=(
   ngtcp2-client ngtcp2-server tcpdump iproute2 ethtool   # the realquic suite: gtlsclient, gtlsserver, captures, namespaces
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
+  systemd                          # systemd-analyze verify checks quicsteer@.service (quicsteer_install)
 )
 
 missing=()
