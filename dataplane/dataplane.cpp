@@ -723,6 +723,8 @@ StatsSnapshot Dataplane::snapshot() const {
       p.oerrors = t[PortCounters::kOerrors];
       p.rx_nombuf = t[PortCounters::kRxNombuf];
       p.counter_resets = port_counters_[i].resets();
+      rte_eth_link link {};
+      p.link_up = rte_eth_link_get_nowait(p.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
       const int n = rte_eth_xstats_get_names(p.port_id, nullptr, 0);
       if (n > 0) {
         std::vector<rte_eth_xstat_name> names(static_cast<std::size_t>(n));

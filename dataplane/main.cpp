@@ -3,13 +3,15 @@
 //
 // With no EAL arguments the profile's `eal` list is used. The main lcore runs
 // the control loop (signals, the duration, the live table, steering reloads
-// on SIGHUP or /quicsteer/reload, what telemetry and Prometheus read); the
+// on SIGHUP or /quicsteer/reload, what telemetry and Prometheus read, the
+// health check, the drain, the service manager's notifications); the
 // profile's lcores run the data path.
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -17,6 +19,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <fstream>
 #include <string>
@@ -31,23 +34,21 @@
 #include "dataplane/live_view.h"
 #include "dataplane/profile.h"
 #include "dataplane/prometheus.h"
+#include "dataplane/service_notify.h"
 #include "dataplane/telemetry.h"
 
 namespace {
 
-std::atomic<bool> g_signalled{false};
-std::atomic<int> g_signal{0};  // the first stop signal
+std::atomic<bool> g_interrupted{false};  // SIGINT: stop at once
+std::atomic<bool> g_terminated{false};   // SIGTERM: drain (drain.grace_s), then stop
 std::atomic<bool> g_reload_asked{false};  // SIGHUP: reload the steering section
 
-void on_signal(int signo) {
-  int none = 0;
-  g_signal.compare_exchange_strong(none, signo);
-  g_signalled.store(true);
-}
+void on_signal(int signo) { (signo == SIGTERM ? g_terminated : g_interrupted).store(true); }
 
 void on_hangup(int) { g_reload_asked.store(true); }
 
-// SIGINT and SIGTERM ask for a stop from the first instruction of main() on:
+// SIGINT and SIGTERM ask for a stop from the first instruction of main() on
+// (SIGTERM drains first, once quicsteer has been ready; see run()):
 // a stop during EAL start-up or port set-up still runs the data path's stop
 // and prints the summary. They are unblocked too, in case the parent started
 // quicsteer with them blocked (a blocked stop signal would never arrive).
@@ -84,10 +85,43 @@ qs::SteeringState steering_state(const qs::Dataplane& dp, const std::string& pat
   return s;
 }
 
+// The service manager (systemd, Type=notify), when there is one: a failed
+// send is reported once (the manager may be gone; quicsteer runs on).
+class Manager {
+ public:
+  explicit Manager(qs::ServiceNotifier n) : notifier_(std::move(n)) {}
+  const qs::ServiceNotifier& notifier() const { return notifier_; }
+  void tell(const std::string& state) {
+    std::string error;
+    if (!notifier_.notify(state, &error) && !failed_) {
+      failed_ = true;
+      std::fprintf(stderr, "quicsteer: cannot notify the service manager (NOTIFY_SOCKET): %s\n", error.c_str());
+    }
+  }
+  // Around a steering reload, once ready (sd_notify(3): RELOADING=1 carries
+  // the monotonic clock; READY=1 ends it).
+  void reloading() {
+    if (!ready_) return;
+    timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    tell("RELOADING=1\nMONOTONIC_USEC=" +
+         std::to_string(std::uint64_t(ts.tv_sec) * 1000000u + std::uint64_t(ts.tv_nsec) / 1000u));
+  }
+  void reloaded(const std::string& answer) {
+    if (ready_) tell("READY=1\nSTATUS=reload " + answer);
+  }
+  bool ready_ = false;  // READY=1 was sent: the ports came up and every lcore ran
+
+ private:
+  qs::ServiceNotifier notifier_;
+  bool failed_ = false;
+};
+
 // Reads `path` and reloads the data path's steering from it; the answer says
 // what happened ("applied: ..." or "refused: ..."), and is printed.
 std::string reload_steering(qs::Dataplane& dp, const std::string& path, const char* asked_by, qs::LiveView& live,
-                            std::string& live_path) {
+                            std::string& live_path, Manager& manager) {
+  manager.reloading();
   qs::SteeringState state = live.steering();
   std::string answer;
   try {
@@ -111,6 +145,7 @@ std::string reload_steering(qs::Dataplane& dp, const std::string& path, const ch
   live.publish(steering_state(dp, live_path, std::move(state)));
   std::printf("quicsteer: reload (%s) %s\n", asked_by, answer.c_str());
   std::fflush(stdout);
+  manager.reloaded(answer);
   return answer;
 }
 
@@ -240,7 +275,26 @@ std::string stats_json_path(const qs::Profile& profile, const AppArgs& args) {
   return args.stats_json_set ? args.stats_json : profile.stats.json_path;
 }
 
+// "2", "0.5": drain.grace_s for a person.
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+// How often the control loop checks health (and feeds the watchdog when it
+// passes): twice per watchdog interval when the manager set a shorter one.
+std::chrono::milliseconds health_period(const qs::ServiceNotifier& n) {
+  const auto half = std::chrono::duration_cast<std::chrono::milliseconds>(n.watchdog_interval() / 2);
+  constexpr std::chrono::milliseconds kDefault{500};
+  if (n.watchdog_interval().count() == 0 || half >= kDefault) return kDefault;
+  return std::max(half, std::chrono::milliseconds(20));  // the loop's own step
+}
+
 int run(const qs::Profile& profile, std::vector<std::string> eal_args, const AppArgs& args) {
+  std::string notify_problem;
+  Manager manager(qs::ServiceNotifier::from_environment(&notify_problem));
+  if (!notify_problem.empty()) std::fprintf(stderr, "quicsteer: %s\n", notify_problem.c_str());
   fall_back_to_no_huge(profile, eal_args);
   try {
     qs::init_eal("quicsteer", eal_args);
@@ -291,27 +345,95 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     dp.launch();
     const auto start = std::chrono::steady_clock::now();
     auto last_table = start;
+    auto last_health = start;
     // Telemetry reads the snapshot the live table takes; with the table off,
     // one is taken this often for it (the same cost as a table at that period).
     const auto publish_period = std::chrono::milliseconds(profile.stats.period_ms != 0 ? profile.stats.period_ms : 1000);
-    qs::StatsSnapshot prev = dp.snapshot();
-    // Health (/healthz, /quicsteer/health) is judged every turn from the
-    // lcores' heartbeats and the links: cheap reads, no snapshot needed.
+    const auto check_period = health_period(manager.notifier());
+    const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(profile.drain.grace_s));
+    // Set from SIGTERM on while the drain runs: every snapshot says so, and
+    // health with it (the route is withdrawn) while the data path forwards.
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_end;
+    const auto take_snapshot = [&] {
+      qs::StatsSnapshot snap = dp.snapshot();
+      snap.draining = draining;
+      return snap;
+    };
+    qs::StatsSnapshot prev = take_snapshot();
+    // Health (/healthz, /quicsteer/health, the service manager's READY and
+    // WATCHDOG) is judged every turn from the lcores' heartbeats and the
+    // links: cheap reads, no snapshot needed.
     qs::HealthMonitor health(qs::stall_threshold(profile.action.tx_drain_us, profile.polling.idle_sleep_us));
-    while (!g_signalled.load()) {
+    bool healthy = false;
+    std::string unhealthy_reason = "not checked yet";
+    const char* stopping = "stopping: the duration is over";
+    for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dp.sample_port_counters();  // so that a device's counter reset is seen
-      live->publish(health.judge(dp.health_sample(), std::chrono::steady_clock::now()));
-      if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path);
+      // Live: the data path runs and its ports are up, drain or not. The
+      // watchdog follows this (a drain is a stop under way, not a fault);
+      // health is that and not draining.
+      const qs::Health live_verdict = health.judge(dp.health_sample(), std::chrono::steady_clock::now());
+      live->publish(draining && live_verdict.healthy ? qs::Health{false, "draining"} : live_verdict);
+      if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path, manager);
       if (auto path = live->take_reload_request()) {
-        live->answer_reload(
-            reload_steering(dp, path->empty() ? args.profile : *path, "/quicsteer/reload", *live, live_path));
+        live->answer_reload(reload_steering(dp, path->empty() ? args.profile : *path, "/quicsteer/reload", *live,
+                                            live_path, manager));
       }
       const auto now = std::chrono::steady_clock::now();
+      if (g_interrupted.load()) {
+        stopping = "stopping on SIGINT";
+        break;
+      }
+      if (g_terminated.load() && !draining) {
+        // Before READY=1 no route was announced: nothing to drain.
+        if (grace.count() == 0 || !manager.ready_) {
+          stopping = "stopping on SIGTERM";
+          break;
+        }
+        draining = true;
+        drain_end = now + grace;
+        manager.tell("STOPPING=1\nSTATUS=draining: forwarding for " + seconds_text(profile.drain.grace_s) +
+                     " s more, then stopping");
+        std::printf("quicsteer: draining on SIGTERM: health is false (draining); forwarding for %s s more, then "
+                    "stopping (SIGINT stops at once)\n",
+                    seconds_text(profile.drain.grace_s).c_str());
+        std::fflush(stdout);
+        live->publish(take_snapshot());
+        live->publish(qs::Health{false, "draining"});  // whoever reads health sees the drain now
+        last_health = std::chrono::steady_clock::time_point{};  // and so does the next check
+      }
+      if (draining && now >= drain_end) {
+        stopping = "stopping on SIGTERM, the drain is over";
+        break;
+      }
       if (duration > 0 && std::chrono::duration<double>(now - start).count() >= duration) break;
+      if (now - last_health >= check_period) {
+        last_health = now;
+        std::string reason = live_verdict.reason;
+        const bool live_now = live_verdict.healthy;
+        if (live_now) manager.tell("WATCHDOG=1");
+        const bool healthy_now = live_now && !draining;
+        if (live_now && draining) reason = "draining";
+        if (healthy_now != healthy || reason != unhealthy_reason) {
+          if (healthy_now) std::printf("quicsteer: health: true\n");
+          else std::printf("quicsteer: health: false (%s)\n", reason.c_str());
+          std::fflush(stdout);
+          if (healthy_now && !manager.ready_) {
+            manager.ready_ = true;
+            manager.tell("READY=1\nSTATUS=forwarding: every port up, every lcore running");
+          } else if (!draining) {
+            manager.tell(healthy_now ? "STATUS=forwarding" : "STATUS=unhealthy: " + reason);
+          }
+          healthy = healthy_now;
+          unhealthy_reason = reason;
+        }
+      }
       if (now - last_table >= publish_period) {
         last_table = now;
-        qs::StatsSnapshot snap = dp.snapshot();
+        qs::StatsSnapshot snap = take_snapshot();
         live->publish(snap);
         if (profile.stats.period_ms != 0) qs::print_stats_table(stdout, snap, prev);
         prev = std::move(snap);
@@ -319,10 +441,8 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     }
     live->close();
     live->publish(qs::Health{false, "stopping"});
-    if (g_signalled.load())
-      std::printf("quicsteer: stopping on %s\n", g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT");
-    else
-      std::printf("quicsteer: stopping: the duration is over\n");
+    if (!draining) manager.tell("STOPPING=1");
+    std::printf("quicsteer: %s\n", stopping);
     dp.stop();
     qs::StatsSnapshot final_stats = dp.snapshot();
     live->publish(final_stats);

@@ -472,7 +472,7 @@ class ProfileDecoder {
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
                          {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "backpressure",
-                          "action", "polling", "stats", "telemetry", "duration_s"});
+                          "action", "polling", "stats", "telemetry", "drain", "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
     }
@@ -490,6 +490,7 @@ class ProfileDecoder {
     if (auto f = root.get("polling")) decode_polling(*f);
     if (auto f = root.get("stats")) decode_stats(*f);
     if (auto f = root.get("telemetry")) decode_telemetry(*f);
+    if (auto f = root.get("drain")) decode_drain(*f);
     if (auto f = root.get("duration_s")) p_.duration_s = d_.real(*f, 0, 86400);
   }
 
@@ -1058,6 +1059,11 @@ class ProfileDecoder {
     }
   }
 
+  void decode_drain(const Field& f) {
+    const MapReader m(d_, f, {"grace_s"});
+    if (auto v = m.get("grace_s")) p_.drain.grace_s = d_.real(*v, 0, 3600);
+  }
+
   const Decoder& d_;
   Profile& p_;
   std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
@@ -1376,7 +1382,11 @@ std::string dump_profile(const Profile& p) {
   out << YAML::Key << "prometheus_listen" << YAML::Value << YAML::DoubleQuoted << p.telemetry.prometheus_listen;
   out << YAML::EndMap;
 
-  // Shortest text that reads back as the same double.
+  // Shortest text that reads back as the same double (here and below).
+  out << YAML::Key << "drain" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "grace_s" << YAML::Value << Decoder::format_real(p.drain.grace_s);
+  out << YAML::EndMap;
+
   out << YAML::Key << "duration_s" << YAML::Value << Decoder::format_real(p.duration_s);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -134,6 +134,14 @@ struct TelemetryConfig {
   std::string prometheus_listen;
 };
 
+// Stopping as a service: on SIGTERM quicsteer reports itself unhealthy
+// ("draining", so that whatever announces its route withdraws it), keeps
+// forwarding for grace_s while the routers move the traffic away, then stops
+// as on SIGINT (which never waits).
+struct DrainConfig {
+  double grace_s = 0;  // 0 = stop at once
+};
+
 struct StatsConfig {
   std::uint32_t period_ms = 1000;  // live table period; 0 = no table
   std::string json_path;           // summary written at exit; empty = none
@@ -156,6 +164,7 @@ struct Profile {
   PollingConfig polling;
   StatsConfig stats;
   TelemetryConfig telemetry;
+  DrainConfig drain;
   double duration_s = 0;  // 0 = run until SIGINT/SIGTERM
 
   int port_index(const std::string& name) const;  // -1 when absent

@@ -64,6 +64,7 @@ struct PortSnapshot {
   std::uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0, imissed = 0, ierrors = 0,
                 oerrors = 0, rx_nombuf = 0;  // totals across the device's counter resets
   unsigned counter_resets = 0;  // times the device zeroed its counters (net_memif: peer reconnects)
+  bool link_up = false;  // the device's link status when the snapshot was taken
   std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
 };
 
@@ -115,6 +116,9 @@ struct StatsSnapshot {
   std::uint64_t busy_cycles_total = 0;
   std::uint64_t tsc_hz = 0;
   std::uint64_t steering_generation = 1;  // which steering configuration is live (1 + applied reloads)
+  // Set by the control loop from SIGTERM on while a drain's grace runs
+  // (drain.grace_s): the data path still forwards, but health says no.
+  bool draining = false;
   // Filled in after the ports closed (Dataplane::mbufs_held_by_devices).
   std::uint64_t mbufs_held_by_devices = 0;
   // Taken by a driver at set-up and never given back (Dataplane::mbufs_kept_by_drivers).

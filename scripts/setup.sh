@@ -19,6 +19,7 @@ packages=(
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
   frr curl                         # the scaleout suite: BGP and BFD (zebra, bgpd, bfdd), the health watcher's HTTP
+  systemd                          # systemd-analyze verify checks quicsteer@.service (quicsteer_install)
 )
 
 # As root, and never fatal: 512 MB of 2 MB hugepages (unless that many are

@@ -236,7 +236,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"duration_above_a_day", kBase + "duration_s: 86401\n", "t.yaml:4:13: duration_s",
                    "must be in 0..86400, got 86401"},
         BadProfile{"duration_negative", kBase + "duration_s: -0.5\n", "t.yaml:4:13: duration_s",
-                   "must be in 0..86400, got -0.5"}),
+                   "must be in 0..86400, got -0.5"},
+        BadProfile{"drain_grace_above_1h", kBase + "drain:\n  grace_s: 3601\n", "t.yaml:5:12: drain.grace_s",
+                   "must be in 0..3600, got 3601"},
+        BadProfile{"drain_grace_negative", kBase + "drain: {grace_s: -1}\n", "t.yaml:4:18: drain.grace_s",
+                   "must be in 0..3600, got -1"},
+        BadProfile{"drain_grace_inf", kBase + "drain: {grace_s: .inf}\n", "t.yaml:4:18: drain.grace_s",
+                   "expected a number"},
+        BadProfile{"drain_unknown_key", kBase + "drain: {grace: 2}\n", "t.yaml:4:9: drain.grace",
+                   "unknown key (allowed here: grace_s)"}),
     case_name);
 
 // --- hex keys and server IDs -------------------------------------------------
@@ -888,6 +896,7 @@ TEST(Profile, FillsEveryDefault) {
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 256u);
   EXPECT_EQ(p.stats.period_ms, 1000u);
   EXPECT_EQ(p.stats.json_path, "");
+  EXPECT_EQ(p.drain.grace_s, 0);
   EXPECT_EQ(p.duration_s, 0);
 }
 
@@ -932,6 +941,7 @@ backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_
 action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, idle_timeout_ms: 5}
 polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8}
 stats: {period_ms: 0, json: "results/x.json"}
+drain: {grace_s: 2.5}
 duration_s: 0.25
 )";
   const qs::Profile p = qs::parse_profile(yaml, "t.yaml");
@@ -995,6 +1005,7 @@ duration_s: 0.25
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 8u);
   EXPECT_EQ(p.stats.period_ms, 0u);
   EXPECT_EQ(p.stats.json_path, "results/x.json");
+  EXPECT_EQ(p.drain.grace_s, 2.5);
   EXPECT_EQ(p.duration_s, 0.25);
 
   // The dump of a profile that sets everything reads back to itself.
@@ -1495,6 +1506,8 @@ TEST(ReloadRefusal, EverythingElseStaysRefusedAlongsideAFleetChange) {
       {fleet_reload(kFleetA, kL2, "rings: {size: 2048}\n"), "rings.size: was '1024', now '2048'"},
       {fleet_reload(kFleetA, "{mode: as_is}", "polling: {idle_polls_before_sleep: 9}\n"),
        "polling.idle_polls_before_sleep: was '256', now '9'"},
+      // Read once, when quicsteer starts: a restart changes it.
+      {fleet_reload(kFleetA, kL2, "drain: {grace_s: 5}\n"), "drain.grace_s: was '0', now '5'"},
       {"ports: [{name: wire, device: net_null0, rx_queues: 2, tx_queues: 2}]\n"
        "lcores: [{id: 1, rx: [\"wire:0\"], owner: true}, {id: 2, rx: [\"wire:1\"], owner: true}]\n"
        "steering:\n  quic_lb: [" + kConfig0 + "]\n"
