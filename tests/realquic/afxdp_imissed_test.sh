@@ -103,7 +103,7 @@ for _ in $(seq 1 600); do grep -q "running until" "$WORK/quicsteer.out" && break
 grep -q "running until" "$WORK/quicsteer.out" || { cat "$WORK/quicsteer.out"; echo "afxdp_imissed: quicsteer did not start"; exit 1; }
 grep "^port wire" "$WORK/quicsteer.out"
 grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_imissed: the port is not net_af_xdp"; exit 1; }
-METRICS_PORT=$(sed -n 's/^prometheus: .* (port \([0-9]*\))$/\1/p' "$WORK/quicsteer.out")
+METRICS_PORT=$(sed -n 's/^prometheus: .* (port \([0-9]*\)).*/\1/p' "$WORK/quicsteer.out" | head -n 1)
 
 ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.78.0.2 443 "$N" >"$WORK/sender.out" || exit 1
 SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
