@@ -106,11 +106,7 @@ Options parse_options(int argc, char** argv) {
 // servers are without backends), the rest only take hashed connections.
 std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const std::string& delivery) {
   std::string y =
-      "steering:\n"
-      "  quic_ports: [443]\n"
-      "  short_dcid_len: 17\n"
-      "  quic_lb:\n"
-      "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n"
+      qs::test::steering_head_yaml() +
       "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n"
       "  forwarding: {enabled: false}\n"
       "backends:\n";

@@ -31,12 +31,8 @@ std::string fleet_profile(const std::map<unsigned, const char*>& states = {}) {
       "ports:\n  - {name: wire, device: \"{DEVICE}\", rx_queues: 2, tx_queues: 2, rx_descriptors: 512, rss: false}\n"
       "mempool: {mbufs: 16383, cache: 64}\n"
       "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n  - {id: 2, rx: [\"wire:1\"], owner: true}\n"
-      "rings: {size: 512, burst: 32}\n"
-      "steering:\n"
-      "  quic_ports: [443]\n"
-      "  short_dcid_len: 17\n"
-      "  quic_lb:\n"
-      "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n"
+      "rings: {size: 512, burst: 32}\n" +
+      steering_head_yaml() +
       "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n"
       "  forwarding: {enabled: false}\n"
       "backends:\n";

@@ -17,14 +17,18 @@ namespace qs::test {
 // QUIC-LB config (single-pass AES), server i+1 owned by owner_lcores[i].
 // Forwarding tables off unless asked for: prepare()'s reference decisions
 // are frame by frame, and the tables' depend on the packets before.
+// The steering section's keys every test profile shares: port 443, 17-octet
+// short DCIDs, QUIC-LB config 0 (two-octet server IDs, encrypted).
+inline std::string steering_head_yaml() {
+  return "steering:\n"
+         "  quic_ports: [443]\n"
+         "  short_dcid_len: 17\n"
+         "  quic_lb:\n"
+         "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n";
+}
+
 inline std::string steering_yaml(const std::vector<unsigned>& server_owner_lcores, bool forwarding_tables = false) {
-  std::string y =
-      "steering:\n"
-      "  quic_ports: [443]\n"
-      "  short_dcid_len: 17\n"
-      "  quic_lb:\n"
-      "    - {config_id: 0, server_id_len: 2, nonce_len: 14, key: \"7175696373746565722064656d6f2121\"}\n"
-      "  servers:\n";
+  std::string y = steering_head_yaml() + "  servers:\n";
   for (std::size_t i = 0; i < server_owner_lcores.size(); ++i) {
     char id[24];
     std::snprintf(id, sizeof id, "%04zx", i + 1);
