@@ -32,56 +32,15 @@ import tempfile
 import threading
 import time
 
+from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
+
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = sys.argv[3] if len(sys.argv) > 3 else os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-http-{os.getpid()}"
-# A hang detector, not a performance bound.
-PATIENCE_S = 120
 # The endpoint's answer deadline under attack (see the docstring).
 DEADLINE_S = 1.0
-failures = []
-PROC = None
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def wait_for(what, predicate):
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        if PROC is not None and PROC.poll() is not None:
-            check(False, f"quicsteer exited ({PROC.returncode}) while waiting for {what}")
-            sys.exit(1)
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    check(False, f"waited {PATIENCE_S} s for {what}")
-    return None
-
-
-class Output:
-    """quicsteer's stdout, read as it comes."""
-
-    def __init__(self, stream):
-        self.lines = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream):
-        for line in stream:
-            with self.lock:
-                self.lines.append(line)
-
-    def text(self):
-        with self.lock:
-            return "".join(self.lines)
 
 
 def request(port, method, path, timeout=PATIENCE_S):
@@ -182,8 +141,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, f"quicgen wrote the demo capture: {r.stderr.strip()[-200:]}")
 
-    proc = PROC = subprocess.Popen([QUICSTEER, "--", "--profile", profile], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
+    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", profile], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True))
     out = Output(proc.stdout)
     wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
     m = re.search(r"prometheus: http://127\.0\.0\.1:0/metrics \(port (\d+)\)", out.text())

@@ -16,16 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+from qs_harness import check, failures
+
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
 def installed(root):
     """Every installed file, as its path on the target system."""
     out = set()

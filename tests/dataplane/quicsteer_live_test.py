@@ -26,6 +26,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
 import urllib.error
 import urllib.request
 
@@ -36,33 +38,6 @@ QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-live-{os.getpid()}"
-# A hang detector, not a performance bound: every wait ends as soon as what it
-# waits for holds.
-PATIENCE_S = 120
-failures = []
-PROC = None  # the quicsteer under test, once started
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def wait_for(what, predicate):
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        if PROC is not None and PROC.poll() is not None:
-            check(False, f"quicsteer exited ({PROC.returncode}) while waiting for {what}")
-            sys.exit(1)
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    check(False, f"waited {PATIENCE_S} s for {what}")
-    return None
-
-
 CONFIG0 = '{config_id: 0, server_id_len: 2, nonce_len: 14, key: "7175696373746565722064656d6f2121"}'
 CONFIG1 = '{config_id: 1, server_id_len: 3, nonce_len: 13, key: "0f0e0d0c0b0a09080706050403020100"}'
 SERVERS0 = '{server_id: "0001", owner: 1}, {server_id: "0002", owner: 2}'
@@ -156,25 +131,6 @@ def value(families, name, **labels):
     return samples(families, name).get(tuple(sorted((k, str(v)) for k, v in labels.items())))
 
 
-class Output:
-    """quicsteer's stdout, read as it comes."""
-
-    def __init__(self, stream):
-        self.lines = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream):
-        for line in stream:
-            with self.lock:
-                self.lines.append(line)
-
-    def text(self):
-        with self.lock:
-            return "".join(self.lines)
-
-
 check(TELEMETRY is not None, "dpdk-telemetry.py is installed (Debian's dpdk-dev)")
 if TELEMETRY is None:
     sys.exit(1)
@@ -191,8 +147,8 @@ with tempfile.TemporaryDirectory() as tmp:
     frames = pcap_frames(pcap)
     check(frames > 3000, f"the capture has {frames} frames")
 
-    proc = PROC = subprocess.Popen([QUICSTEER, "--", "--profile", live_profile], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
+    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", live_profile], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True))
     out = Output(proc.stdout)
     started = wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
     check(started is not None and "steering generation 1 (QUIC-LB configs: 1, servers: 2)" in out.text(),

@@ -24,37 +24,21 @@ import tempfile
 import threading
 import time
 
+from qs_harness import check, failures
+from qs_harness import pcap_profile as harness_profile
+
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
-failures = []
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 EAL = '["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--log-level", "*:warning"]'
 
 
 def pcap_profile(pcap, json_path, extra=""):
-    return f"""eal: {EAL}
-ports:
-  - {{name: wire, device: "net_pcap0,rx_pcap={pcap},rx_pcap={pcap},infinite_rx=1", rx_queues: 2, tx_queues: 0}}
-  - {{name: sink, device: "net_null0,no-rx=1", rx_queues: 0, tx_queues: 2}}
-mempool: {{mbufs: 16383, cache: 64}}
-lcores:
-  - {{id: 1, rx: ["wire:0"], owner: true}}
-  - {{id: 2, rx: ["wire:1"], owner: true}}
-steering:
-  quic_lb: [{{config_id: 0, server_id_len: 2, nonce_len: 6, key: "3c72551026fbace916b856e563795118"}}]
-  servers: [{{server_id: "0001", owner: 1}}, {{server_id: "0002", owner: 2}}]
-action: {{type: forward, tx_port: sink}}
-polling: {{idle_sleep_us: 50}}
-stats: {{period_ms: 200, json: "{json_path}"}}
-{extra}"""
+    return harness_profile(EAL, pcap, json_path, 200, extra)
 
 
 class Manager:

@@ -119,6 +119,31 @@ sed '/server_id: "0a02"/a\    - {server_id: "0a03", owner: 1}\n    - {server_id:
   "$SRC/configs/realquic.yaml" >"$RQ_WORK/servers.yaml"
 grep -q '"0a04"' "$RQ_WORK/servers.yaml" || { echo "fleet: could not make the servers' profile"; exit 1; }
 
+# fl_drain_and_finish OUT: sets backend srv$drained to draining in
+# $RQ_WORK/fleet.yaml, reloads quicsteer (whose output is OUT) by SIGHUP, starts
+# the 12 downloads of drain-b, waits for every client, and writes the windows of
+# drain-a (from $t0) and drain-b.
+fl_drain_and_finish() {
+  local out=$1 i pid
+  fl_log "drain: srv$drained has the most of them"
+  sed -i "/name: srv$drained,/{n;s/state: active/state: draining/}" "$RQ_WORK/fleet.yaml"
+  grep -A1 "name: srv$drained," "$RQ_WORK/fleet.yaml" | grep -q 'state: draining' ||
+    { echo "fleet: could not rewrite the profile"; failed=1; }
+  # quicsteer prints "quicsteer: reload (SIGHUP) applied: ..." or "... refused: ..."
+  kill -HUP "$RQ_QUICSTEER"
+  rq_wait_for "$out" "quicsteer: reload (SIGHUP)" 10 ||
+    { echo "fleet: quicsteer did not report a reload after SIGHUP"; failed=1; }
+  grep "quicsteer: reload (SIGHUP)" "$out" | sed 's/^/  /'
+  grep -q "quicsteer: reload (SIGHUP) applied" "$out" ||
+    { echo "  fleet: FAILED: the reload was not applied"; failed=1; }
+  t_drain=$(date +%s%N)
+  for ((i = 0; i < 12; i++)); do rq_client drain-b "down$i" /file5m; done
+  for pid in "${RQ_CLIENTS[@]}"; do wait "$pid"; done
+  t1=$(date +%s%N)
+  echo "$t0 $t1" >"$RQ_WORK/drain-a-window"
+  echo "$t_drain $t1" >"$RQ_WORK/drain-b-window"
+}
+
 # fl_start_servers: a quicsteer-server per server and family (quicsteer-server
 # binds one address), logs server{N}v4.jsonl / server{N}v6.jsonl.
 fl_start_servers() {
@@ -294,23 +319,7 @@ fleet_quiclb() {
     sleep 0.05
   done
   drained=$($FCHECK connections "$RQ_WORK" --since "$t0" --busiest)
-  fl_log "drain: srv$drained has the most of them"
-  sed -i "/name: srv$drained,/{n;s/state: active/state: draining/}" "$RQ_WORK/fleet.yaml"
-  grep -A1 "name: srv$drained," "$RQ_WORK/fleet.yaml" | grep -q 'state: draining' ||
-    { echo "fleet: could not rewrite the profile"; failed=1; }
-  # quicsteer prints "quicsteer: reload (SIGHUP) applied: ..." or "... refused: ..."
-  kill -HUP "$RQ_QUICSTEER"
-  rq_wait_for "$RQ_WORK/fleet-quicsteer.out" "quicsteer: reload (SIGHUP)" 10 ||
-    { echo "fleet: quicsteer did not report a reload after SIGHUP"; failed=1; }
-  grep "quicsteer: reload (SIGHUP)" "$RQ_WORK/fleet-quicsteer.out" | sed 's/^/  /'
-  grep -q "quicsteer: reload (SIGHUP) applied" "$RQ_WORK/fleet-quicsteer.out" ||
-    { echo "  fleet: FAILED: the reload was not applied"; failed=1; }
-  t_drain=$(date +%s%N)
-  for ((i = 0; i < 12; i++)); do rq_client drain-b "down$i" /file5m; done
-  for pid in "${RQ_CLIENTS[@]}"; do wait "$pid"; done
-  t1=$(date +%s%N)
-  echo "$t0 $t1" >"$RQ_WORK/drain-a-window"
-  echo "$t_drain $t1" >"$RQ_WORK/drain-b-window"
+  fl_drain_and_finish "$RQ_WORK/fleet-quicsteer.out"
   check $CHECK transfers "$RQ_WORK" drain-a --ndown 12 --nup 0 --migration none --expect ok
   check $CHECK transfers "$RQ_WORK" drain-b --ndown 12 --nup 0 --migration none --expect ok
   check $FCHECK drain "$RQ_WORK" --server "$drained" --before "$t0" --reload "$t_drain"
@@ -409,22 +418,7 @@ fleet_random_cid() {
     failed=1
     drained=0
   fi
-  fl_log "drain: srv$drained has the most of them"
-  sed -i "/name: srv$drained,/{n;s/state: active/state: draining/}" "$RQ_WORK/fleet.yaml"
-  grep -A1 "name: srv$drained," "$RQ_WORK/fleet.yaml" | grep -q 'state: draining' ||
-    { echo "fleet: could not rewrite the profile"; failed=1; }
-  kill -HUP "$RQ_QUICSTEER"
-  rq_wait_for "$RQ_WORK/random-quicsteer.out" "quicsteer: reload (SIGHUP)" 10 ||
-    { echo "fleet: quicsteer did not report a reload after SIGHUP"; failed=1; }
-  grep "quicsteer: reload (SIGHUP)" "$RQ_WORK/random-quicsteer.out" | sed 's/^/  /'
-  grep -q "quicsteer: reload (SIGHUP) applied" "$RQ_WORK/random-quicsteer.out" ||
-    { echo "  fleet: FAILED: the reload was not applied"; failed=1; }
-  t_drain=$(date +%s%N)
-  for ((i = 0; i < 12; i++)); do rq_client drain-b "down$i" /file5m; done
-  for pid in "${RQ_CLIENTS[@]}"; do wait "$pid"; done
-  t1=$(date +%s%N)
-  echo "$t0 $t1" >"$RQ_WORK/drain-a-window"
-  echo "$t_drain $t1" >"$RQ_WORK/drain-b-window"
+  fl_drain_and_finish "$RQ_WORK/random-quicsteer.out"
   check $CHECK transfers "$RQ_WORK" drain-a --ndown 12 --nup 0 --migration none --expect ok --server-log none
   check $CHECK transfers "$RQ_WORK" drain-b --ndown 12 --nup 0 --migration none --expect ok --server-log none
 
