@@ -1,5 +1,5 @@
 // The steering part of a profile, as plain data. The profile loader
-// (dataplane/profile.cpp) fills it from YAML and validates it; steering/ and
+// (dataplane/config/profile.cpp) fills it from YAML and validates it; steering/ and
 // the tools consume it. Nothing here depends on DPDK.
 #pragma once
 
@@ -56,7 +56,7 @@ struct ForwardingConfig {
 };
 
 // A backend: one server of the fleet that the appliance delivers
-// connections to (dataplane/delivery.h). Steering picks a backend for every
+// connections to (dataplane/fastpath/delivery.h). Steering picks a backend for every
 // connection (its QUIC-LB server ID, what the forwarding tables learned, or
 // the backend hash over the active ones), and the backend's owner lcore
 // keeps the connection's state and transmits towards it.

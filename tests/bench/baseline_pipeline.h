@@ -29,16 +29,16 @@
 #include <utility>
 #include <vector>
 
-#include "dataplane/connection_stage.h"
-#include "dataplane/connection_table.h"
-#include "dataplane/dataplane.h"  // make_connection_table
-#include "dataplane/eal_init.h"
-#include "dataplane/lcore_stats.h"
-#include "dataplane/mbuf_classifier.h"
-#include "dataplane/parking_ticket.h"  // kMaxBurst
-#include "dataplane/port.h"
-#include "dataplane/profile.h"
-#include "dataplane/steer_meta.h"
+#include "dataplane/fastpath/connection_stage.h"
+#include "dataplane/fastpath/connection_table.h"
+#include "dataplane/runtime/dataplane.h"  // make_connection_table
+#include "dataplane/runtime/eal_init.h"
+#include "dataplane/fastpath/lcore_stats.h"
+#include "dataplane/fastpath/mbuf_classifier.h"
+#include "dataplane/fastpath/burst.h"
+#include "dataplane/runtime/port.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/fastpath/steer_meta.h"
 
 namespace qs::baseline {
 
@@ -241,7 +241,7 @@ inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::
   init_worker_on(w, profile, index + 1, std::uint16_t(index), tx_port, seed);
 }
 
-// The same connection stage as a quicsteer owner's (dataplane/connection_stage.h,
+// The same connection stage as a quicsteer owner's (dataplane/fastpath/connection_stage.h,
 // as run_connection_stage uses it with action forward and no synthetic cost).
 inline void connection_stage(Worker& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
   run_connection_burst(w.shard, pkts, nullptr, n, now, w.stats, [&](rte_mbuf* m, const SteerMeta&, Tracked, std::uint32_t) {

@@ -43,7 +43,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/eal_init.h"
+#include "dataplane/runtime/eal_init.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 

@@ -39,12 +39,12 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/counter.h"
-#include "dataplane/eal_init.h"
-#include "dataplane/mbuf_classifier.h"
-#include "dataplane/parking_ticket.h"  // kMaxBurst
-#include "dataplane/profile.h"
-#include "dataplane/steer_meta.h"
+#include "dataplane/fastpath/counter.h"
+#include "dataplane/runtime/eal_init.h"
+#include "dataplane/fastpath/mbuf_classifier.h"
+#include "dataplane/fastpath/burst.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/fastpath/steer_meta.h"
 #include "rings/cache_line.h"
 #include "tests/bench/baseline_pipeline.h"
 
@@ -56,7 +56,7 @@ constexpr const char* kProgram = "distributor_pipeline";
 constexpr const char* kRoles = "the profile's first lcore distributes, the others are workers";
 
 // rte_distributor takes its flow tag from mbuf->hash.usr, which is where
-// quicsteer's classifier leaves the SteerMeta (dataplane/steer_meta.h). The
+// quicsteer's classifier leaves the SteerMeta (dataplane/fastpath/steer_meta.h). The
 // distributor lcore moves the SteerMeta aside into a dynamic field of this
 // program's before tagging, and the worker puts it back before the
 // connection stage: a second-line write and read per packet that the

@@ -80,11 +80,11 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/counter.h"
-#include "dataplane/eal_init.h"
-#include "dataplane/mbuf_classifier.h"  // kMaxOwners
-#include "dataplane/parking_ticket.h"   // kMaxBurst
-#include "dataplane/profile.h"
+#include "dataplane/fastpath/counter.h"
+#include "dataplane/runtime/eal_init.h"
+#include "dataplane/fastpath/mbuf_classifier.h"  // kMaxOwners
+#include "dataplane/fastpath/burst.h"
+#include "dataplane/config/profile.h"
 #include "rings/cache_line.h"
 #include "tests/bench/baseline_pipeline.h"
 

@@ -45,8 +45,8 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/dataplane.h"
-#include "dataplane/eal_init.h"
+#include "dataplane/runtime/dataplane.h"
+#include "dataplane/runtime/eal_init.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 

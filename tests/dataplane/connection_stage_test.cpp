@@ -1,4 +1,4 @@
-// The owner's connection stage (dataplane/connection_stage.h) against a
+// The owner's connection stage (dataplane/fastpath/connection_stage.h) against a
 // reference model: quicgen traffic with migrations and NAT rebindings goes
 // through MbufClassifier (which gives each packet's SteerMeta) and run_connection_burst
 // in bursts of every shape, and the counts of new connections, migrations and
@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/connection_stage.h"
-#include "dataplane/dataplane.h"  // make_connection_table
-#include "dataplane/mbuf_classifier.h"
-#include "dataplane/profile.h"
-#include "dataplane/steer_meta.h"
+#include "dataplane/fastpath/connection_stage.h"
+#include "dataplane/runtime/dataplane.h"  // make_connection_table
+#include "dataplane/fastpath/mbuf_classifier.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/fastpath/steer_meta.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 

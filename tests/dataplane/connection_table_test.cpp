@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "dataplane/connection_table.h"
+#include "dataplane/fastpath/connection_table.h"
 
 namespace qs {
 namespace {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "dataplane/dataplane.h"
-#include "dataplane/profile.h"
+#include "dataplane/runtime/dataplane.h"
+#include "dataplane/config/profile.h"
 #include "tests/dataplane/test_traffic.h"
 
 namespace qs {

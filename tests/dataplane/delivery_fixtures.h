@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "dataplane/delivery.h"
+#include "dataplane/fastpath/delivery.h"
 #include "tests/traffic/frame.h"
 
 namespace qs::test {

@@ -10,9 +10,10 @@
 // Usage: delivery_pcap OUT.pcap
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <vector>
 
-#include "dataplane/delivery.h"
+#include "dataplane/fastpath/delivery.h"
 #include "tests/dataplane/delivery_fixtures.h"
 #include "tests/traffic/pcap_writer.h"
 

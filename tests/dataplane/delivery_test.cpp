@@ -1,9 +1,9 @@
-// Delivery (dataplane/delivery.h) on byte buffers, no EAL: the bytes of each
+// Delivery (dataplane/fastpath/delivery.h) on byte buffers, no EAL: the bytes of each
 // mode for both inner families and both outer families, VLAN-tagged input,
 // the headroom and MTU limits, the VXLAN entropy port, the ipip DF copy, the
 // template builder's refusals, and the ICMP "too big" replies. Checksums are
 // verified with tests/traffic/checksum.h, independently of delivery.h's own.
-#include "dataplane/delivery.h"
+#include "dataplane/fastpath/delivery.h"
 
 #include <gtest/gtest.h>
 

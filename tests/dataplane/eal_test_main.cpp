@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <rte_eal.h>
 
-#include "dataplane/eal_init.h"
-#include "dataplane/tsan.h"
+#include "dataplane/runtime/eal_init.h"
+#include "dataplane/fastpath/tsan.h"
 
 #ifdef QS_TSAN
 #include <rte_mempool.h>

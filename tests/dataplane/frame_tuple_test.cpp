@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dataplane/connection_stage.h"
-#include "dataplane/steer_meta.h"
+#include "dataplane/fastpath/connection_stage.h"
+#include "dataplane/fastpath/steer_meta.h"
 
 namespace qs {
 namespace {

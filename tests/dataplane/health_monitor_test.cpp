@@ -1,6 +1,6 @@
 // HealthMonitor: the verdict /healthz and /quicsteer/health publish, from
 // successive samples of the lcores' heartbeats and the ports' links.
-#include "dataplane/health_monitor.h"
+#include "dataplane/control/health_monitor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // LaneTally: every kind counted apart, up to a whole burst of one kind.
-#include "dataplane/lane_tally.h"
+#include "dataplane/fastpath/lane_tally.h"
 
 #include <gtest/gtest.h>
 

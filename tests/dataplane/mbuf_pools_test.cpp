@@ -1,11 +1,11 @@
-// Which socket's mbuf pool each RX queue fills from (dataplane/mbuf_pools.h),
+// Which socket's mbuf pool each RX queue fills from (dataplane/runtime/mbuf_pools.h),
 // for layouts this one-socket machine cannot show: a NIC on socket 1 polled
 // from socket 0, virtual devices polled from two sockets, lcores on no socket.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "dataplane/mbuf_pools.h"
+#include "dataplane/runtime/mbuf_pools.h"
 
 namespace qs {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "dataplane/parking_ticket.h"
+#include "dataplane/fastpath/parking_ticket.h"
 
 namespace qs {
 namespace {

@@ -1,5 +1,5 @@
 // MonotonicPortCounters: totals that carry across a device's counter reset.
-#include "dataplane/port_counters.h"
+#include "dataplane/control/port_counters.h"
 
 #include <gtest/gtest.h>
 

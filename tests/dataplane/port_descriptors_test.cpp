@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "dataplane/port.h"
+#include "dataplane/runtime/port.h"
 
 namespace qs {
 namespace {

@@ -38,9 +38,9 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/dataplane.h"
-#include "dataplane/profile.h"
-#include "dataplane/tsan.h"
+#include "dataplane/runtime/dataplane.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/fastpath/tsan.h"
 
 namespace qs::test {
 
@@ -267,7 +267,7 @@ class Scenario {
       r.segmented += segmented;
       test_seq(m) = i;
       rte_ring* rx = port_.rx(queue_of[i]);
-      tsan_release(m);  // the data path takes it in net_ring's uninstrumented RX (dataplane/tsan.h)
+      tsan_release(m);  // the data path takes it in net_ring's uninstrumented RX (dataplane/fastpath/tsan.h)
       while (rte_ring_enqueue(rx, m) != 0) {
         ++r.sender_saw_full;
         if (collect(r, options.tx_take_per_look)) progressed();

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "dataplane/stats_snapshot.h"
+#include "dataplane/control/stats_snapshot.h"
 
 namespace qs {
 namespace {

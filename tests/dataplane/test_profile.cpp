@@ -1,7 +1,7 @@
 // Profile loader: every validation rule rejects a bad profile with
 // "FILE:LINE:COL: KEY: what", the shipped profiles load, and the resolved dump
 // reads back to itself.
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // us_to_tsc: exact over the whole range the profile allows (issue 13, defect 1).
-#include "dataplane/tsc.h"
+#include "dataplane/fastpath/tsc.h"
 
 #include <gtest/gtest.h>
 

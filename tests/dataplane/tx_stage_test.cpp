@@ -1,5 +1,5 @@
 // TxStage: order, the bound, the gate, the stall clock.
-#include "dataplane/tx_stage.h"
+#include "dataplane/fastpath/tx_stage.h"
 
 #include <gtest/gtest.h>
 

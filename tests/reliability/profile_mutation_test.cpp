@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 
 #ifndef QS_SOURCE_DIR
 #error "QS_SOURCE_DIR must name the source tree"

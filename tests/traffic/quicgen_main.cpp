@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 #include "tests/traffic/quic_traffic.h"
 #include "tests/traffic/traffic_profile.h"
 #include "steering/hex.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 #include "tests/traffic/quic_traffic.h"
 
 namespace qs::traffic {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 #include "steering/quic_lb.h"
 #include "tests/traffic/quic_traffic.h"
 #include "tests/traffic/traffic_profile.h"

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 #include "steering/packet_classifier.h"
 #include "steering/packet_parser.h"
 #include "steering/quic_lb.h"

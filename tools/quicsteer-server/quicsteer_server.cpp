@@ -56,7 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dataplane/profile.h"
+#include "dataplane/config/profile.h"
 #include "steering/hex.h"
 #include "steering/quic_lb.h"
 

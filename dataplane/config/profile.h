@@ -1,0 +1,180 @@
+// A deployment profile: the operator's whole interface to quicsteer.
+//
+// load_profile() decodes one YAML file strictly (unknown keys, wrong types and
+// out-of-range values are errors) and cross-checks it (every RX queue polled
+// by exactly one lcore, at least one owner, watermarks inside the ring, ...)
+// before anything touches EAL or a device. Every error is a ProfileError whose
+// message names the file, line, column and key.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dataplane/config/listen_address.h"
+#include "dataplane/config/modes.h"
+#include "steering/steering_config.h"
+
+namespace qs {
+
+// The most owner lcores a profile may have: the receive loop groups each
+// burst by owner in arrays of this size (kMaxOwners, mbuf_classifier.h).
+inline constexpr unsigned kMaxOwnerLcores = 64;
+// The largest profile file load_profile() reads (the shipped ones are a few
+// KiB; 65,533 servers fit in well under this).
+inline constexpr std::size_t kMaxProfileBytes = 4u << 20;
+
+enum class FlowControl { kNone, kRxPause, kTxPause, kFull };  // 802.3x
+
+struct PortConfig {
+  std::string name;    // how lcores and the action refer to the port
+  std::string device;  // PCI address ("0000:3b:00.0") or vdev devargs ("net_ring0", "net_pcap0,rx_pcap=x.pcap")
+  std::uint16_t rx_queues = 1;
+  std::uint16_t tx_queues = 1;
+  std::uint16_t rx_descriptors = 1024;
+  std::uint16_t tx_descriptors = 1024;
+  bool rss = true;
+  std::uint16_t mtu = 1500;
+  FlowControl flow_control = FlowControl::kNone;
+  bool rx_drop_en = false;  // per-queue drop: isolates queues, but no PAUSE
+
+  bool is_vdev() const { return device.rfind("net_", 0) == 0; }
+};
+
+struct MempoolConfig {
+  std::uint32_t mbufs = 16383;  // 2^n - 1 is the mempool's sweet spot
+  std::uint32_t cache = 256;    // per-lcore cache
+  std::uint16_t data_room = 2176;  // RTE_MBUF_DEFAULT_BUF_SIZE
+};
+
+struct RxQueueRef {
+  std::uint16_t port = 0;   // index into Profile::ports
+  std::uint16_t queue = 0;
+  bool operator==(const RxQueueRef&) const = default;
+};
+
+struct LcoreConfig {
+  unsigned id = 0;              // EAL lcore id
+  std::vector<RxQueueRef> rx;   // queues this lcore polls (may be empty for a pure owner)
+  bool owner = false;           // runs the connection stage for a shard of connections
+  // This owner's synthetic per-packet cost, overriding action.cost_cycles:
+  // lets an experiment (or a test) make one owner slow.
+  std::optional<std::uint32_t> cost_cycles;
+};
+
+struct RingConfig {
+  std::uint32_t size = 1024;  // slots per producer->owner ring, power of two
+  std::uint16_t burst = 32;   // RX, hand-off and TX burst
+};
+
+struct BackpressureConfig {
+  BackpressurePolicy policy = BackpressurePolicy::kPark;
+  // Ring occupancy that stops hand-off, and occupancy at or below which parked
+  // packets go back. The loader always fills both (defaults: the ring size,
+  // and half of the lower of ring size and high watermark).
+  std::uint32_t high_watermark = 0;
+  std::uint32_t low_watermark = 0;
+  std::uint32_t park_timeout_us = 10000;
+};
+
+struct ActionConfig {
+  OwnerAction type = OwnerAction::kForward;
+  int tx_port = -1;                 // index into Profile::ports (forward only)
+  DeliveryConfig delivery;          // forward only
+  std::uint32_t cost_cycles = 0;    // synthetic per-packet work, for experiments
+  std::uint32_t tx_drain_us = 100;  // flush a partial TX burst after this long
+  std::uint32_t max_connections = 65536;  // per owner shard
+  std::uint32_t idle_timeout_ms = 30000;  // connection state expiry
+};
+
+struct PollingConfig {
+  // After this many empty polls in a row an lcore sleeps idle_sleep_us, so that
+  // more lcores than CPUs (tests, CI, demo) still progress. 0 = never sleep.
+  std::uint32_t idle_sleep_us = 0;
+  std::uint32_t idle_polls_before_sleep = 256;
+};
+
+// Operating it live. Telemetry commands (rte_telemetry, /quicsteer/...) are
+// always there; the Prometheus endpoint only when an address is given.
+struct TelemetryConfig {
+  // "ADDRESS:PORT" (IPv4 dotted quad, or [IPv6]) the Prometheus text endpoint
+  // listens on, served by a control-plane thread; empty = off.
+  std::string prometheus_listen;
+};
+
+// Stopping as a service: on SIGTERM quicsteer reports itself unhealthy
+// ("draining", so that whatever announces its route withdraws it), keeps
+// forwarding for grace_s while the routers move the traffic away, then stops
+// as on SIGINT (which never waits).
+struct DrainConfig {
+  double grace_s = 0;  // 0 = stop at once
+};
+
+struct StatsConfig {
+  std::uint32_t period_ms = 1000;  // live table period; 0 = no table
+  std::string json_path;           // summary written at exit; empty = none
+};
+
+struct Profile {
+  std::string path;
+  std::vector<std::string> eal;  // EAL arguments used when none are given on the command line
+  std::vector<PortConfig> ports;
+  MempoolConfig mempool;
+  std::vector<LcoreConfig> lcores;
+  RingConfig rings;
+  SteeringConfig steering;  // steering.owner_lcores is derived from lcores
+  // steering.fallback.rekey_on_reload: a reload to this profile may change
+  // steering.fallback.key (which moves connections whose CIDs are not
+  // routable to other owners). Read from the profile being loaded.
+  bool rekey_fallback_on_reload = false;
+  BackpressureConfig backpressure;
+  ActionConfig action;
+  PollingConfig polling;
+  StatsConfig stats;
+  TelemetryConfig telemetry;
+  DrainConfig drain;
+  double duration_s = 0;  // 0 = run until SIGINT/SIGTERM
+
+  int port_index(const std::string& name) const;  // -1 when absent
+};
+
+class ProfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The profile's spelling of each setting (as --check prints it).
+const char* flow_control_name(FlowControl fc);
+const char* policy_name(BackpressurePolicy p);
+const char* action_name(OwnerAction a);
+const char* delivery_mode_name(DeliveryMode m);
+const char* backend_state_name(BackendState s);
+
+// Reads, decodes and validates; throws ProfileError. Only a regular file of
+// at most kMaxProfileBytes is read (a FIFO, a device or a directory is refused
+// before any read).
+Profile load_profile(const std::string& path);
+// A number of seconds as the profile spells one (duration_s): decimal, no
+// hex, nan or inf, within [min, max]. Throws ProfileError naming `what`.
+double parse_seconds(const std::string& text, const std::string& what, double min, double max);
+// For command-line programs: the profile, or nothing after the error was
+// printed to stderr.
+std::optional<Profile> load_profile_or_report(const std::string& path);
+// Same as load_profile, from text; `name` stands for the file in messages.
+Profile parse_profile(const std::string& yaml_text, const std::string& name);
+// The resolved profile, every default filled in, as YAML that load_profile accepts.
+std::string dump_profile(const Profile& profile);
+
+// Whether a running data path built from `running` can switch to `next`
+// without a restart: only the steering section's QUIC-LB configurations and
+// server routes, the backends (added, removed, any field changed) and
+// action.delivery may change (and steering.fallback.key when `next` sets
+// steering.fallback.rekey_on_reload). Returns why not, naming the first key
+// that differs ("rings.size: ..."), or nothing when the reload can go ahead.
+std::optional<std::string> reload_refusal(const Profile& running, const Profile& next);
+
+}  // namespace qs

@@ -1,0 +1,328 @@
+// Snapshots as a person reads them (live table, summary) and as a program
+// reads them (JSON). Control path only.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "dataplane/control/stats_snapshot.h"
+
+namespace qs {
+
+void ReceiveTotals::add(const ReceiveTotals& o) {
+  rx += o.rx;
+  steered_self += o.steered_self;
+  steered_other += o.steered_other;
+  enqueued += o.enqueued;
+  not_quic += o.not_quic;
+  parks += o.parks;
+  parked_packets += o.parked_packets;
+  parked_us += o.parked_us;
+  for (std::size_t i = 0; i < kResolveMethods; ++i) routed[i] += o.routed[i];
+  learned += o.learned;
+  setups += o.setups;
+  setup_evicted += o.setup_evicted;
+  table_full += o.table_full;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
+}
+
+void OwnerTotals::add(const OwnerTotals& o) {
+  dequeued += o.dequeued;
+  processed += o.processed;
+  connections += o.connections;
+  connections_live += o.connections_live;
+  cids += o.cids;
+  cids_live += o.cids_live;
+  connections_expired += o.connections_expired;
+  connections_untracked += o.connections_untracked;
+  connections_untracked_long_dcid += o.connections_untracked_long_dcid;
+  migrations += o.migrations;
+  tx += o.tx;
+  sunk += o.sunk;
+  tx_holds += o.tx_holds;
+  tx_held_us += o.tx_held_us;
+  tx_held_now += o.tx_held_now;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
+}
+
+std::uint64_t StatsSnapshot::drops_sum() const {
+  std::uint64_t n = 0;
+  for (auto d : drops_total) n += d;
+  return n;
+}
+
+namespace {
+
+// Counters never go backwards (port counters carry across device resets), but
+// a rate is 0 rather than a wrapped subtraction should one ever do.
+double pps(std::uint64_t now, std::uint64_t before, double seconds) {
+  return seconds > 0 && now >= before ? double(now - before) / seconds : 0.0;
+}
+
+std::string drops_text(const DropArray& d) {
+  std::string out;
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) {
+    if (d[i] == 0) continue;
+    if (!out.empty()) out += ' ';
+    out += std::string(drop_reason_name(DropReason(i))) + "=" + std::to_string(d[i]);
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string format_rate(double packets_per_second) {
+  char buf[32];
+  if (!(packets_per_second > 0)) return "0 pps";
+  if (packets_per_second >= 1e6) std::snprintf(buf, sizeof buf, "%.3f Mpps", packets_per_second / 1e6);
+  else if (packets_per_second >= 1e3) std::snprintf(buf, sizeof buf, "%.3f kpps", packets_per_second / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f pps", packets_per_second);
+  return buf;
+}
+
+void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev) {
+  const double dt = now.elapsed_s - prev.elapsed_s;
+  std::uint64_t processed_delta = 0;
+  for (std::size_t i = 0; i < now.lcores.size(); ++i)
+    processed_delta += now.lcores[i].owner.processed - (i < prev.lcores.size() ? prev.lcores[i].owner.processed : 0);
+  std::fprintf(out, "\n%7.1fs  lcore owner  busy     rx rate     tx rate  share  conns   migr  parks  parked  drops\n",
+               now.elapsed_s);
+  for (std::size_t i = 0; i < now.lcores.size(); ++i) {
+    const LcoreSnapshot& l = now.lcores[i];
+    const LcoreSnapshot p = i < prev.lcores.size() ? prev.lcores[i] : LcoreSnapshot{};
+    const std::uint64_t processed = l.owner.processed - p.owner.processed;
+    DropArray d = l.rx.drops;
+    for (std::size_t r = 0; r < kDropReasonCount; ++r) d[r] += l.owner.drops[r];
+    bool parked_now = false;
+    for (const auto& q : now.queues) parked_now |= q.lcore == l.lcore && q.parked_now;
+    char owner[16];
+    if (l.owner_index >= 0) std::snprintf(owner, sizeof owner, "%d", l.owner_index);
+    else std::snprintf(owner, sizeof owner, "-");
+    const double busy = dt > 0 && now.tsc_hz ? 100.0 * double(l.busy_cycles - p.busy_cycles) / (dt * double(now.tsc_hz)) : 0.0;
+    std::fprintf(out, "          %5u %5s  %3.0f%%  %10s  %10s  %4.0f%%  %5" PRIu64 "  %5" PRIu64 "  %5" PRIu64
+                      "  %-6s  %s\n",
+                 l.lcore, owner, busy, format_rate(pps(l.rx.rx, p.rx.rx, dt)).c_str(),
+                 format_rate(pps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt)).c_str(),
+                 processed_delta ? 100.0 * double(processed) / double(processed_delta) : 0.0,
+                 l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
+                 drops_text(d).c_str());
+  }
+  if (!now.backends.empty()) {
+    // Compact: one line for the fleet, the busiest backends' rates on it.
+    std::uint64_t total = 0, down = 0, too_big = 0;
+    unsigned active = 0, draining = 0;
+    for (const auto& b : now.backends) {
+      active += b.state == "active";
+      draining += b.state == "draining";
+      down += b.backend_down;
+      too_big += b.too_big;
+    }
+    std::vector<std::pair<double, const BackendSnapshot*>> rates;
+    for (std::size_t i = 0; i < now.backends.size(); ++i) {
+      const BackendSnapshot& b = now.backends[i];
+      std::uint64_t before = 0;
+      for (const auto& p : prev.backends)
+        if (p.slot == b.slot) before = p.packets;
+      total += b.packets - std::min(before, b.packets);
+      rates.emplace_back(pps(b.packets, std::min(before, b.packets), dt), &b);
+    }
+    std::sort(rates.begin(), rates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::fprintf(out, "          backends %zu (%u active, %u draining) %10s  down drops %" PRIu64 "  too big %" PRIu64 " ",
+                 now.backends.size(), active, draining, format_rate(dt > 0 ? double(total) / dt : 0.0).c_str(), down,
+                 too_big);
+    for (std::size_t i = 0; i < rates.size() && i < 4; ++i)
+      std::fprintf(out, " %s %s", rates[i].second->name.c_str(), format_rate(rates[i].first).c_str());
+    std::fprintf(out, "\n");
+  }
+  for (std::size_t i = 0; i < now.ports.size(); ++i) {
+    const PortSnapshot& p = now.ports[i];
+    const PortSnapshot q = i < prev.ports.size() ? prev.ports[i] : PortSnapshot{};
+    std::fprintf(out, "          port %-8s rx %10s  tx %10s  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
+                 p.name.c_str(), format_rate(pps(p.ipackets, q.ipackets, dt)).c_str(),
+                 format_rate(pps(p.opackets, q.opackets, dt)).c_str(), p.imissed, p.rx_nombuf);
+  }
+  std::fflush(out);
+}
+
+void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) {
+  const double t = s.elapsed_s > 0 ? s.elapsed_s : 1;
+  // Only owners follow migrations; name the one with most, if any did.
+  const LcoreSnapshot* busiest = nullptr;
+  for (const auto& l : s.lcores)
+    if (l.owner_index >= 0 && l.owner.migrations > 0 && (!busiest || l.owner.migrations > busiest->owner.migrations))
+      busiest = &l;
+  std::fprintf(out, "\n== quicsteer summary (%.1f s)\n", s.elapsed_s);
+  std::fprintf(out, "  steering      generation %" PRIu64 " live at the end (%" PRIu64 " reloads applied)\n",
+               s.steering_generation, s.steering_generation - 1);
+  std::fprintf(out, "  received      %" PRIu64 " packets, %s\n", s.rx_total.rx,
+               format_rate(double(s.rx_total.rx) / t).c_str());
+  std::fprintf(out, "  processed     %" PRIu64 " packets by owners (%" PRIu64 " handed over on rings, %" PRIu64 " run locally)\n",
+               s.owner_total.processed, s.rx_total.enqueued, s.rx_total.steered_self);
+  std::fprintf(out, "  transmitted   %" PRIu64 "   sunk %" PRIu64 "\n", s.owner_total.tx, s.owner_total.sunk);
+  std::fprintf(out, "  connections   %" PRIu64 " seen (%" PRIu64 " CIDs), %" PRIu64 " migrations followed",
+               s.owner_total.connections, s.owner_total.cids, s.owner_total.migrations);
+  if (busiest) std::fprintf(out, " (most on owner lcore %u: %" PRIu64 ")", busiest->lcore, busiest->owner.migrations);
+  std::fprintf(out, "\n");
+  for (const auto& l : s.lcores)
+    if (l.owner_index >= 0)
+      std::fprintf(out, "    owner lcore %u: %" PRIu64 " packets, %" PRIu64 " connections (%" PRIu64 " CIDs), %" PRIu64
+                        " migrations\n",
+                   l.lcore, l.owner.processed, l.owner.connections, l.owner.cids, l.owner.migrations);
+  {
+    const auto& r = s.rx_total.routed;
+    const auto at = [&](ResolveMethod m) { return r[static_cast<std::size_t>(m)]; };
+    std::fprintf(out, "  routed by     quic_lb %" PRIu64 ", learned setup %" PRIu64 " / cid %" PRIu64 " / 4-tuple %" PRIu64
+                      ", hash of dcid %" PRIu64 " (unknown short-header cid %" PRIu64 "), hash of 4-tuple %" PRIu64 "\n",
+                 at(ResolveMethod::kQuicLb), at(ResolveMethod::kLearnedSetup), at(ResolveMethod::kLearnedCid),
+                 at(ResolveMethod::kLearnedTuple), at(ResolveMethod::kFallbackDcid),
+                 at(ResolveMethod::kFallbackUnknownCid), at(ResolveMethod::kFallbackTuple));
+  }
+  if (s.forwarding.enabled)
+    std::fprintf(out, "  forwarding    %" PRIu64 " of %" PRIu64 " slots in use, %" PRIu64 " setups in %" PRIu64
+                      " slots; %" PRIu64 " learned, %" PRIu64 " refused (table full), %" PRIu64 " setups evicted, %" PRIu64
+                      " expired\n",
+                 s.forwarding.entries, s.forwarding.slots, s.forwarding.setup_entries, s.forwarding.setup_slots,
+                 s.rx_total.learned, s.rx_total.table_full, s.rx_total.setup_evicted, s.forwarding.expired);
+  if (!s.backends.empty()) {
+    std::fprintf(out, "  backends      %zu\n", s.backends.size());
+    for (const auto& b : s.backends) {
+      std::fprintf(out, "    %-16s %-8s owner lcore %-3u", b.name.c_str(), b.state.c_str(), b.owner_lcore);
+      for (const auto& f : kBackendCounterFields) std::fprintf(out, " %s %" PRIu64, f.name, b.*f.value);
+      std::fprintf(out, "\n");
+    }
+  }
+  std::fprintf(out, "  back-pressure %" PRIu64 " parks, %" PRIu64 " packets parked, %.1f ms parked in total\n",
+               s.rx_total.parks, s.rx_total.parked_packets, double(s.rx_total.parked_us) / 1000.0);
+  std::fprintf(out, "                %" PRIu64 " TX holds (a full TX queue stopped an owner), %.1f ms held in total\n",
+               s.owner_total.tx_holds, double(s.owner_total.tx_held_us) / 1000.0);
+  std::fprintf(out, "  drops         %s\n", drops_text(s.drops_total).c_str());
+  for (const auto& p : s.ports) {
+    std::fprintf(out, "  port %-8s  ipackets %" PRIu64 "  opackets %" PRIu64 "  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
+                 p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.rx_nombuf);
+    if (p.counter_resets != 0)
+      std::fprintf(out, "                  the device reset its counters %u time(s); these totals carry across\n",
+                   p.counter_resets);
+  }
+  std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned; %" PRIu64 " were held by devices and came back when the ports closed)\n",
+               leaked == 0 ? "ok" : "LEAK", leaked, s.mbufs_held_by_devices);
+  if (s.mbufs_kept_by_drivers != 0)
+    std::fprintf(out, "                  %" PRIu64 " sit in net_af_xdp fill rings, which the driver never returns to the pool\n",
+                 s.mbufs_kept_by_drivers);
+  std::fflush(out);
+}
+
+namespace {
+
+std::string quote(const std::string& v) {
+  std::string o = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o + "\"";
+}
+
+void drops_json(std::ostringstream& o, const DropArray& d) {
+  o << "{";
+  for (std::size_t i = 0; i < kDropReasonCount; ++i)
+    o << (i ? ", " : "") << quote(std::string(drop_reason_name(DropReason(i)))) << ": " << d[i];
+  o << "}";
+}
+
+void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
+  o << "\"rx\": " << r.rx << ", \"steered_self\": " << r.steered_self << ", \"steered_other\": " << r.steered_other
+    << ", \"enqueued\": " << r.enqueued << ", \"not_quic\": " << r.not_quic << ", \"parks\": " << r.parks
+    << ", \"parked_packets\": " << r.parked_packets << ", \"parked_us\": " << r.parked_us << ", \"routed\": {";
+  for (std::size_t m = 0; m < kResolveMethods; ++m)
+    o << (m ? ", " : "") << quote(std::string(to_string(ResolveMethod(m)))) << ": " << r.routed[m];
+  o << "}, \"learned\": " << r.learned << ", \"setups\": " << r.setups << ", \"setup_evicted\": " << r.setup_evicted
+    << ", \"table_full\": " << r.table_full << ", \"drops\": ";
+  drops_json(o, r.drops);
+}
+
+void owner_json(std::ostringstream& o, const OwnerTotals& w) {
+  o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
+    << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
+    << ", \"cids\": " << w.cids << ", \"cids_live\": " << w.cids_live
+    << ", \"connections_untracked\": " << w.connections_untracked
+    << ", \"connections_untracked_long_dcid\": " << w.connections_untracked_long_dcid << ", \"migrations\": " << w.migrations
+    << ", \"tx\": " << w.tx << ", \"tx_holds\": " << w.tx_holds << ", \"tx_held_us\": " << w.tx_held_us
+    << ", \"tx_held_now\": " << w.tx_held_now << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
+  drops_json(o, w.drops);
+}
+
+}  // namespace
+
+std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, std::int64_t leaked,
+                       std::uint64_t mbufs_total) {
+  std::ostringstream o;
+  o << "{\n  \"profile\": " << quote(profile_path) << ",\n  \"elapsed_s\": " << s.elapsed_s
+    << ",\n  \"steering_generation\": " << s.steering_generation << ",\n";
+  o << "  \"total\": {";
+  receive_json(o, s.rx_total);
+  o << ", ";
+  owner_json(o, s.owner_total);
+  o << ", \"drops_total\": ";
+  drops_json(o, s.drops_total);
+  o << ", \"drops_sum\": " << s.drops_sum() << ", \"busy_cycles\": " << s.busy_cycles_total
+    << ", \"tsc_hz\": " << s.tsc_hz << "},\n  \"lcores\": [";
+  for (std::size_t i = 0; i < s.lcores.size(); ++i) {
+    const auto& l = s.lcores[i];
+    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index
+      << ", \"busy_cycles\": " << l.busy_cycles << ", \"idle_sleeps\": " << l.idle_sleeps
+      << ", \"doorbell_wakes\": " << l.doorbell_wakes << ", ";
+    receive_json(o, l.rx);
+    o << ", ";
+    owner_json(o, l.owner);
+    o << "}";
+  }
+  o << "\n  ],\n  \"queues\": [";
+  for (std::size_t i = 0; i < s.queues.size(); ++i) {
+    const auto& q = s.queues[i];
+    o << (i ? "," : "") << "\n    {\"port\": " << quote(q.port) << ", \"queue\": " << q.queue << ", \"lcore\": " << q.lcore
+      << ", ";
+    receive_json(o, q.rx);
+    o << "}";
+  }
+  o << "\n  ],\n  \"rings\": [";
+  for (std::size_t i = 0; i < s.rings.size(); ++i) {
+    const auto& r = s.rings[i];
+    o << (i ? "," : "") << "\n    {\"from_lcore\": " << r.from_lcore << ", \"to_lcore\": " << r.to_lcore
+      << ", \"capacity\": " << r.capacity << ", \"occupancy\": " << r.occupancy << ", \"high_water\": " << r.high_water
+      << ", \"full_events\": " << r.full_events << "}";
+  }
+  o << "\n  ],\n  \"forwarding\": {\"enabled\": " << (s.forwarding.enabled ? "true" : "false")
+    << ", \"entries\": " << s.forwarding.entries << ", \"slots\": " << s.forwarding.slots
+    << ", \"setup_entries\": " << s.forwarding.setup_entries << ", \"setup_slots\": " << s.forwarding.setup_slots
+    << ", \"expired\": " << s.forwarding.expired << "}";
+  o << ",\n  \"backends\": [";
+  for (std::size_t i = 0; i < s.backends.size(); ++i) {
+    const auto& b = s.backends[i];
+    o << (i ? "," : "") << "\n    {\"name\": " << quote(b.name) << ", \"slot\": " << b.slot
+      << ", \"state\": " << quote(b.state) << ", \"owner_lcore\": " << b.owner_lcore << ", \"weight\": " << b.weight;
+    for (const auto& f : kBackendCounterFields) o << ", " << quote(f.name) << ": " << b.*f.value;
+    o << "}";
+  }
+  o << (s.backends.empty() ? "]" : "\n  ]");
+  o << ",\n  \"ports\": [";
+  for (std::size_t i = 0; i < s.ports.size(); ++i) {
+    const auto& p = s.ports[i];
+    o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id
+      << ", \"ipackets\": " << p.ipackets << ", \"opackets\": " << p.opackets << ", \"ibytes\": " << p.ibytes
+      << ", \"obytes\": " << p.obytes << ", \"imissed\": " << p.imissed << ", \"ierrors\": " << p.ierrors
+      << ", \"oerrors\": " << p.oerrors << ", \"rx_nombuf\": " << p.rx_nombuf
+      << ", \"counter_resets\": " << p.counter_resets << ", \"pause_xstats\": {";
+    for (std::size_t k = 0; k < p.pause_xstats.size(); ++k)
+      o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
+    o << "}}";
+  }
+  o << "\n  ],\n  \"mbufs\": {\"total\": " << mbufs_total << ", \"held_by_devices\": " << s.mbufs_held_by_devices
+    << ", \"kept_by_drivers\": " << s.mbufs_kept_by_drivers
+    << ", \"leaked\": " << leaked
+    << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
+  return o.str();
+}
+
+}  // namespace qs

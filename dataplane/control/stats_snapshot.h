@@ -1,0 +1,142 @@
+// A consistent-enough copy of every counter, taken on the main lcore while
+// the data path runs (or after it stopped). The live table, the JSON summary
+// and the tests read snapshots, never the lcores' counters directly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataplane/fastpath/drop_reason.h"
+#include "steering/owner_resolver.h"  // kResolveMethods
+
+namespace qs {
+
+using DropArray = std::array<std::uint64_t, kDropReasonCount>;
+
+struct ReceiveTotals {
+  std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
+  std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
+  std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
+  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0;
+  DropArray drops{};
+  void add(const ReceiveTotals& o);
+};
+
+struct OwnerTotals {
+  std::uint64_t dequeued = 0, processed = 0, connections = 0, connections_live = 0,
+                connections_expired = 0, connections_untracked = 0, connections_untracked_long_dcid = 0,
+                migrations = 0, tx = 0, sunk = 0, cids = 0, cids_live = 0;
+  std::uint64_t tx_holds = 0, tx_held_us = 0, tx_held_now = 0;  // TX back-pressure
+  DropArray drops{};
+  void add(const OwnerTotals& o);
+};
+
+struct QueueSnapshot {
+  std::string port;
+  std::uint16_t queue = 0;
+  unsigned lcore = 0;
+  bool parked_now = false;
+  ReceiveTotals rx;
+};
+
+struct LcoreSnapshot {
+  unsigned lcore = 0;
+  int owner_index = -1;
+  std::uint64_t busy_cycles = 0;  // TSC cycles of iterations that moved packets
+  std::uint64_t idle_sleeps = 0;
+  std::uint64_t doorbell_wakes = 0;
+  ReceiveTotals rx;   // sum over its queues
+  OwnerTotals owner;  // zero unless an owner
+};
+
+struct RingSnapshot {
+  unsigned from_lcore = 0, to_lcore = 0;
+  std::uint64_t capacity = 0, occupancy = 0, high_water = 0, full_events = 0;
+};
+
+struct PortSnapshot {
+  std::string name;
+  std::uint16_t port_id = 0;
+  std::uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0, imissed = 0, ierrors = 0,
+                oerrors = 0, rx_nombuf = 0;  // totals across the device's counter resets
+  unsigned counter_resets = 0;  // times the device zeroed its counters (net_memif: peer reconnects)
+  bool link_up = false;  // the device's link status when the snapshot was taken
+  std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
+};
+
+// The forwarding tables, shared by the receivers.
+struct ForwardingSnapshot {
+  bool enabled = false;
+  std::uint64_t entries = 0, slots = 0;              // established table
+  std::uint64_t setup_entries = 0, setup_slots = 0;  // setup table
+  std::uint64_t expired = 0;                         // idle entries removed, both tables
+};
+
+// One backend of the fleet: its owners' counters added up (by slot).
+struct BackendSnapshot {
+  std::string name;
+  std::uint16_t slot = 0;
+  std::string state;  // active | draining | down
+  unsigned owner_lcore = 0;
+  std::uint64_t weight = 0;
+  std::uint64_t packets = 0, bytes = 0, connections = 0, backend_down = 0, too_big = 0, icmp_sent = 0;
+};
+
+// The per-backend counters, once, for every output (summary, JSON,
+// telemetry, Prometheus): name, what it counts, where its value is.
+struct BackendCounterField {
+  const char* name;
+  const char* help;
+  std::uint64_t BackendSnapshot::*value;
+};
+inline constexpr BackendCounterField kBackendCounterFields[] = {
+    {"packets", "packets delivered towards the backend", &BackendSnapshot::packets},
+    {"bytes", "bytes of those packets as received (before encapsulation)", &BackendSnapshot::bytes},
+    {"connections", "new connections steered to the backend", &BackendSnapshot::connections},
+    {"backend_down", "packets dropped because the backend was down", &BackendSnapshot::backend_down},
+    {"too_big", "packets dropped as larger than the TX port's MTU once encapsulated", &BackendSnapshot::too_big},
+    {"icmp_sent", "ICMP too-big replies sent to clients for the backend's packets", &BackendSnapshot::icmp_sent},
+};
+
+struct StatsSnapshot {
+  double elapsed_s = 0;
+  std::vector<QueueSnapshot> queues;
+  std::vector<LcoreSnapshot> lcores;
+  std::vector<RingSnapshot> rings;
+  std::vector<PortSnapshot> ports;
+  ForwardingSnapshot forwarding;
+  std::vector<BackendSnapshot> backends;  // in profile order; empty without backends
+  ReceiveTotals rx_total;
+  OwnerTotals owner_total;
+  DropArray drops_total{};  // receive-side and owner-side together
+  std::uint64_t busy_cycles_total = 0;
+  std::uint64_t tsc_hz = 0;
+  std::uint64_t steering_generation = 1;  // which steering configuration is live (1 + applied reloads)
+  // Set by the control loop from SIGTERM on while a drain's grace runs
+  // (drain.grace_s): the data path still forwards, but health says no.
+  bool draining = false;
+  // Filled in after the ports closed (Dataplane::mbufs_held_by_devices).
+  std::uint64_t mbufs_held_by_devices = 0;
+  // Taken by a driver at set-up and never given back (Dataplane::mbufs_kept_by_drivers).
+  std::uint64_t mbufs_kept_by_drivers = 0;
+  std::uint64_t drops_sum() const;
+};
+
+// A packet rate for a person: "6.652 Mpps", "4.372 kpps" or "512 pps",
+// whichever keeps digits that are not all zero.
+std::string format_rate(double packets_per_second);
+
+// One table of rates since `prev` (per lcore and per port), for the live view.
+void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnapshot& prev);
+// The end-of-run summary for a person.
+void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t mbufs_leaked);
+// Every counter, per lcore, per queue, per ring, per port and in total, plus
+// the leak check; the schema is in the README.
+std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, std::int64_t mbufs_leaked,
+                       std::uint64_t mbufs_total);
+
+}  // namespace qs

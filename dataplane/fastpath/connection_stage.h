@@ -1,0 +1,277 @@
+// The owner's per-packet bookkeeping: find (or create) the packet's
+// connection in this owner's shard and follow a change of 4-tuple, a burst at
+// a time (run_connection_burst). Shared by
+// the owner lcores and the rte_distributor baseline, which must do exactly
+// the same work to be a fair comparison.
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/lcore_stats.h"
+#include "dataplane/fastpath/steer_meta.h"
+#include "steering/siphash.h"
+
+namespace qs {
+
+// One owner's connection state: its CIDs, and the connections they belong
+// to. A connection's entry is keyed by what ties its CIDs together:
+//   - a CID first seen in a long header (Initial, 0-RTT, Handshake): the
+//     keyed hash of the 4-tuple and the SCID, which stay the same through a
+//     client's handshake, so its original DCID and the server's CIDs it moves
+//     to are one connection;
+//   - a CID first seen in a short header: the CID itself (nothing ties it to
+//     another; after an active migration it is a connection of its own).
+// A migration is a known connection arriving from a new 4-tuple, whichever of
+// its CIDs it uses; a connection's entry stays as long as one of its CIDs is
+// in use (each refreshes it once per refresh_tsc).
+struct ConnectionShard {
+  ConnectionTable* cids = nullptr;
+  ConnectionTable* connections = nullptr;
+  std::uint64_t seed = 0;          // keys CID and connection hashes
+  std::uint64_t refresh_tsc = 1;   // a quarter of the idle timeout
+};
+
+enum class Tracked : std::uint8_t {
+  kNotQuic,    // no DCID to track
+  kKnown,      // a known CID, same 4-tuple
+  kNew,        // a new connection (and its first CID)
+  kNewCid,     // a new CID of a known connection
+  kMigrated,   // a known connection arrived from a new 4-tuple
+  kNewCidMigrated,  // both at once: a new CID of a known connection, from a new 4-tuple
+  kUntracked,  // the shard is full
+  kUntrackedLongDcid,  // a DCID longer than a table key (an unknown version's, up to 255 octets)
+};
+
+// A packet's 4-tuple where its frame holds it. The per-packet question is
+// only whether it still equals the one on record, so it is compared in place
+// with fixed-size loads; it is copied out (copy_to) only when it differs. A
+// FourTuple staged on the stack with a memset and small copies and then
+// compared whole costs a store-forwarding stall on every packet.
+struct FrameTuple {
+  const std::uint8_t* l3;
+  const std::uint8_t* udp;
+  bool ipv6;
+
+  FrameTuple(const std::uint8_t* frame, const SteerMeta& meta)
+      : l3(frame + meta.l3_offset()), udp(frame + meta.l4_offset), ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
+  FrameTuple(rte_mbuf* m, const SteerMeta& meta) : FrameTuple(rte_pktmbuf_mtod(m, const std::uint8_t*), meta) {}
+
+  // Equal to what copy_to() would write: an IPv4 tuple's address octets past
+  // the fourth are always zero there, so they need no compare.
+  bool matches(const FourTuple& t) const {
+    static_assert(offsetof(FourTuple, dst_port) == offsetof(FourTuple, src_port) + 2);
+    std::uint32_t ports, recorded_ports;
+    std::memcpy(&ports, udp, 4);
+    std::memcpy(&recorded_ports, &t.src_port, 4);
+    if (ports != recorded_ports || t.ipv6 != std::uint8_t(ipv6)) return false;
+    if (ipv6) return std::memcmp(t.src_addr, l3 + 8, 16) == 0 && std::memcmp(t.dst_addr, l3 + 24, 16) == 0;
+    std::uint32_t src, dst, recorded_src, recorded_dst;
+    std::memcpy(&src, l3 + 12, 4);
+    std::memcpy(&dst, l3 + 16, 4);
+    std::memcpy(&recorded_src, t.src_addr, 4);
+    std::memcpy(&recorded_dst, t.dst_addr, 4);
+    return src == recorded_src && dst == recorded_dst;
+  }
+
+  void copy_to(FourTuple& t) const {
+    std::memset(&t, 0, sizeof t);
+    if (ipv6) {
+      t.ipv6 = 1;
+      std::memcpy(t.src_addr, l3 + 8, 16);
+      std::memcpy(t.dst_addr, l3 + 24, 16);
+    } else {
+      std::memcpy(t.src_addr, l3 + 12, 4);
+      std::memcpy(t.dst_addr, l3 + 16, 4);
+    }
+    std::memcpy(&t.src_port, udp, 2);
+    std::memcpy(&t.dst_port, udp + 2, 2);
+  }
+};
+
+inline const std::uint8_t* dcid_of(rte_mbuf* m, const SteerMeta& meta) {
+  return rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
+}
+
+// The key of the connection a new CID belongs to (see ConnectionShard).
+inline std::uint64_t connection_key_of(const ConnectionShard& shard, rte_mbuf* m, const SteerMeta& meta,
+                                       const FourTuple& t) {
+  const SipHashKey key{shard.seed, ~shard.seed};
+  const std::uint8_t* cid = dcid_of(m, meta);
+  if (!(meta.flags & kSteerMetaLongHeader)) return siphash13(key, cid, meta.dcid_len);
+  std::uint8_t input[sizeof(FourTuple) + 1 + 255];
+  std::memcpy(input, &t, sizeof t);
+  const std::uint8_t scid_len = cid[meta.dcid_len];
+  input[sizeof t] = scid_len;
+  std::memcpy(input + sizeof t + 1, cid + meta.dcid_len + 1, scid_len);
+  return siphash13(key, input, sizeof t + 1 + scid_len);
+}
+
+inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, std::uint64_t now, bool create,
+                                   bool& created) {
+  std::uint8_t bytes[8];
+  std::memcpy(bytes, &key, 8);
+  const std::uint32_t h = ConnectionTable::hash_cid(bytes, 8, shard.seed);
+  created = false;
+  return create ? shard.connections->find_or_insert(h, bytes, 8, now, created) : shard.connections->find(h, bytes, 8);
+}
+
+// What track_connection does when a CID is new or its 4-tuple changed: the
+// rare outcomes, out of line so that the common one (a known CID on its
+// recorded 4-tuple) inlines into the burst loop without their registers.
+[[gnu::noinline]] inline Tracked track_connection_change(ConnectionShard& shard, Connection* cid, bool created,
+                                                        const FrameTuple& seen, rte_mbuf* m, const SteerMeta& meta,
+                                                        std::uint64_t now) {
+  if (created) {
+    FourTuple t;
+    seen.copy_to(t);
+    cid->tuple = t;
+    cid->connection_key = connection_key_of(shard, m, meta, t);
+    cid->connection_refreshed_tsc = now;
+    bool new_connection = false;
+    Connection* conn = find_connection(shard, cid->connection_key, now, true, new_connection);
+    if (conn == nullptr || new_connection) {
+      if (conn != nullptr) conn->tuple = t;
+      return Tracked::kNew;  // (without room for the connection, the CID is counted as one)
+    }
+    conn->last_seen_tsc = now;
+    if (seen.matches(conn->tuple)) return Tracked::kNewCid;
+    conn->tuple = t;
+    ++conn->migrations;
+    return Tracked::kNewCidMigrated;
+  }
+  seen.copy_to(cid->tuple);
+  ++cid->migrations;
+  bool unused;
+  Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
+  // Another of its CIDs may have shown the connection's move already.
+  if (conn != nullptr && seen.matches(conn->tuple)) return Tracked::kKnown;
+  if (conn != nullptr) {
+    conn->tuple = cid->tuple;
+    ++conn->migrations;
+    conn->last_seen_tsc = now;
+    cid->connection_refreshed_tsc = now;
+  }
+  return Tracked::kMigrated;
+}
+
+// The connection's own last-seen time, written once per refresh period
+// rather than per packet (see ConnectionShard::refresh_tsc).
+[[gnu::noinline]] inline void refresh_connection(ConnectionShard& shard, Connection* cid, std::uint64_t now) {
+  cid->connection_refreshed_tsc = now;
+  bool unused;
+  if (Connection* conn = find_connection(shard, cid->connection_key, now, false, unused)) conn->last_seen_tsc = now;
+}
+
+// `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
+// the packet is not QUIC); `frame` is m's data (rte_pktmbuf_mtod), which the
+// burst loop has already located.
+[[gnu::always_inline]] inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m,
+                                                       const std::uint8_t* frame, const SteerMeta& meta,
+                                                       std::uint64_t now) {
+  if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
+  if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
+  bool created = false;
+  Connection* cid = shard.cids->find_or_insert(hash, frame + meta.dcid_offset, meta.dcid_len, now, created);
+  if (cid == nullptr) return Tracked::kUntracked;
+  const FrameTuple seen(frame, meta);
+  Tracked outcome = Tracked::kKnown;
+  if (created || !seen.matches(cid->tuple)) [[unlikely]]
+    outcome = track_connection_change(shard, cid, created, seen, m, meta, now);
+  if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) [[unlikely]]
+    refresh_connection(shard, cid, now);
+  cid->last_seen_tsc = now;
+  ++cid->packets;
+  cid->bytes += m->pkt_len;
+  return outcome;
+}
+
+inline constexpr unsigned kTrackedKinds = unsigned(Tracked::kUntrackedLongDcid) + 1;
+
+// A burst's outcomes, tallied per packet by index (no branch on the outcome)
+// and added to the counters once per burst.
+inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds]) {
+  const unsigned new_connections = tally[unsigned(Tracked::kNew)];
+  const unsigned new_cids = new_connections + tally[unsigned(Tracked::kNewCid)] +
+                            tally[unsigned(Tracked::kNewCidMigrated)];
+  const unsigned migrations = tally[unsigned(Tracked::kMigrated)] + tally[unsigned(Tracked::kNewCidMigrated)];
+  if (new_connections) s.connections.add(new_connections);
+  if (new_cids) s.cids.add(new_cids);
+  if (migrations) s.migrations.add(migrations);
+  if (tally[unsigned(Tracked::kUntracked)]) s.connections_untracked.add(tally[unsigned(Tracked::kUntracked)]);
+  if (tally[unsigned(Tracked::kUntrackedLongDcid)])
+    s.connections_untracked_long_dcid.add(tally[unsigned(Tracked::kUntrackedLongDcid)]);
+}
+
+// The connection stage of one burst, then `act(m, meta, outcome, hash)` on
+// each packet in order (outcome: what track_connection found; hash: the
+// DCID's ConnectionTable::hash_cid, 0 when not QUIC). `metas[i]` is the SteerMeta of pkts[i] when the receiving lcore is
+// this one and has it at hand (a warm burst: the classifier has just read
+// the headers and the DCID on this lcore, and the mbufs were not written);
+// nullptr for a burst that came over a ring (cold: the receiver left each
+// packet's SteerMeta in its mbuf, see hand_off). A cold burst takes three
+// passes, so that the cache misses of each pass overlap instead of costing
+// one round trip per packet:
+//   1. mbuf headers. Mbufs that came over a ring were last written by the
+//      receiving lcore; here their first line (data_off, pkt_len and the
+//      SteerMeta) is cold, and the frame cannot even be located before it
+//      arrives. The second line is not needed here;
+//   2. the frames' header lines, as far as the DCID reaches (the 4-tuple
+//      lies before it);
+//   3. DCID hashes, and the table slots they select;
+// and then the bookkeeping proper, whose loads were all asked for already.
+// A warm burst starts at the third.
+template <typename Act>
+inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, const SteerMeta* metas, unsigned n,
+                                 std::uint64_t now, OwnerStats& stats, Act&& act) {
+  constexpr unsigned kMaxStageBurst = 64;
+  std::uint32_t hash[kMaxStageBurst];
+  const std::uint8_t* frame[kMaxStageBurst];
+  for (unsigned base = 0; base < n; base += kMaxStageBurst) {
+    const unsigned k = n - base < kMaxStageBurst ? n - base : kMaxStageBurst;
+    rte_mbuf* const* b = pkts + base;
+    const auto meta = [&](unsigned i) -> const SteerMeta& {
+      return metas != nullptr ? metas[base + i] : *steer_meta(b[i]);
+    };
+    if (metas == nullptr) {
+      for (unsigned i = 0; i < k; ++i) {
+        rte_prefetch0(b[i]);
+      }
+      for (unsigned i = 0; i < k; ++i) {
+        const SteerMeta& m = *steer_meta(b[i]);
+        const auto* frame = rte_pktmbuf_mtod(b[i], const char*);
+        rte_prefetch0(frame);
+        // The line the DCID ends on, when it is the next one; otherwise the
+        // first line again (a select, not a branch on the header's length).
+        const unsigned second = m.dcid_offset + m.dcid_len > RTE_CACHE_LINE_MIN_SIZE ? RTE_CACHE_LINE_MIN_SIZE : 0;
+        rte_prefetch0(frame + second);
+      }
+    }
+    // Each frame is located once (buf_addr + data_off) and kept for the
+    // bookkeeping below.
+    for (unsigned i = 0; i < k; ++i) {
+      frame[i] = rte_pktmbuf_mtod(b[i], const std::uint8_t*);
+      hash[i] = 0;
+      if (!(meta(i).flags & kSteerMetaQuic)) continue;
+      hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
+      shard.cids->prefetch(hash[i]);
+    }
+    // Counted before `act`: a TX refusal inside it takes its packets back
+    // out of processed (they are tx_full drops), and must find them counted.
+    stats.processed.add(k);
+    unsigned tally[kTrackedKinds] = {};
+    for (unsigned i = 0; i < k; ++i) {
+      const Tracked outcome = track_connection(shard, hash[i], b[i], frame[i], meta(i), now);
+      ++tally[unsigned(outcome)];
+      act(b[i], meta(i), outcome, hash[i]);
+    }
+    count_tracked(stats, tally);
+  }
+}
+
+}  // namespace qs

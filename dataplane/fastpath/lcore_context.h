@@ -1,0 +1,156 @@
+// Everything one lcore's loop touches, built on the control path before
+// launch. The loop itself (lcore_loop.cpp) allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "dataplane/fastpath/connection_stage.h"
+#include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/lcore_stats.h"
+#include "dataplane/fastpath/mbuf_classifier.h"
+#include "dataplane/fastpath/parking_ticket.h"
+#include "dataplane/config/modes.h"
+#include "dataplane/fastpath/tx_stage.h"
+#include "rings/doorbell.h"
+#include "rings/spsc_ring.h"
+
+struct rte_mbuf;
+struct rte_rcu_qsbr;
+
+namespace qs {
+class DeliveryPlan;
+}
+
+namespace qs {
+
+using MbufRing = SpscRing<rte_mbuf*>;
+
+// What the main lcore asks of the data path. kQuiesce stops taking packets from
+// the RX queues but keeps everything else going, so that what is parked or
+// queued still reaches its owner before kStop.
+enum class RunState : int { kRun, kQuiesce, kStop };
+
+struct alignas(kCacheLine) RxQueueContext {
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+  std::uint16_t profile_port = 0;  // index into Profile::ports
+  ParkingTicket<rte_mbuf*> ticket;
+  std::uint64_t parked_since = 0;    // TSC when the ticket was issued (statistics)
+  std::uint64_t next_retry_tsc = 0;  // the held ticket is offered again from then on
+  RxQueueStats stats;
+};
+
+// One TX queue an owner transmits on: its own queue (= owner index) of a port.
+struct TxQueueContext {
+  explicit TxQueueContext(unsigned burst) : stage(burst) {}
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+  TxStage<rte_mbuf*> stage;
+};
+
+struct LcoreContext {
+  unsigned lcore_id = 0;
+  int owner_index = -1;  // -1: receives only
+  const std::atomic<RunState>* state = nullptr;
+  // Set by the lcore once it has finished an iteration in which it saw
+  // kQuiesce: whatever it had taken from an RX queue is then in a ring, a
+  // ticket or a TX stage, where Dataplane::stop can see it.
+  std::atomic<bool> quiesce_acknowledged{false};
+
+  // Receiving side.
+  std::vector<std::unique_ptr<RxQueueContext>> rx;
+  std::vector<MbufRing*> out_rings;      // by owner index; nullptr for itself
+  std::vector<RingStats*> out_ring_stats;
+  std::vector<Doorbell*> out_doorbells;  // by owner index; nullptr: that owner polls, never sleeps on one
+  // The steering in force. Loaded again before each burst is classified, so
+  // that a reload (Dataplane::reload_steering) takes effect between bursts,
+  // without a lock and without pausing RX. The lcore reports a quiescent
+  // state to `rcu` (as thread `rcu_thread`) at the top of every iteration,
+  // where it holds no classifier, and is offline while it sleeps; a replaced
+  // classifier is freed only once every lcore has reported one since.
+  const std::atomic<const MbufClassifier*>* classifier = nullptr;
+  rte_rcu_qsbr* rcu = nullptr;
+  unsigned rcu_thread = 0;
+  // Owners (by index) for which a ticket of this lcore holds packets. A
+  // sibling RX queue parks its packets for them too instead of handing over,
+  // so that it cannot refill the owner's ring above the low watermark while
+  // the parked queue waits for it (which could starve that queue until its
+  // timeout).
+  std::uint64_t parked_owners = 0;
+  // The forwarding tables' clock: TSC cycles per millisecond.
+  std::uint64_t tsc_per_ms = 1;
+  // Set on the one lcore that ages the shared forwarding tables in its
+  // housekeeping (the first receiving lcore); nullptr elsewhere.
+  ForwardingTables* forwarding_sweeper = nullptr;
+  std::unique_ptr<SweepPacer> forwarding_sweep;  // buckets of each table, per idle_timeout / 4
+  Counter forwarding_expired;
+
+  // Owning side.
+  std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner
+  // Owners that poll no RX queue sleep on this when idle, and the receivers
+  // ring it after a hand-off, so a sleeping owner wakes as soon as work comes.
+  Doorbell* doorbell = nullptr;
+  // The longest sleep on the doorbell, so that housekeeping (connection
+  // expiry) still runs on an idle owner; Dataplane::stop rings the doorbell,
+  // so a stop never waits for it. A test lengthens it to show that the
+  // doorbell, not this limit, wakes the owner for traffic.
+  std::chrono::nanoseconds doorbell_sleep_limit = std::chrono::milliseconds(1);
+  std::unique_ptr<ConnectionTable> cids;         // this owner's CIDs
+  std::unique_ptr<ConnectionTable> connections;  // the connections they belong to
+  ConnectionShard shard;                         // both, for the connection stage
+  std::unique_ptr<SweepPacer> sweep;  // one sweep of each table per idle_timeout / 4
+  // The TX queues this owner sends on (forward: the TX port; reflect: every
+  // RX port), each its own queue (= owner index) of the port, and the same by
+  // DPDK port id (nullptr where it sends nothing).
+  std::vector<std::unique_ptr<TxQueueContext>> tx;
+  std::vector<TxQueueContext*> tx_by_port;
+  TxQueueContext* forward_tx = nullptr;
+  // True while a TX stage cannot take one more burst: the owner takes no new
+  // work (inbound rings, its own RX queues) until it can. TX back-pressure;
+  // never under the drop policy, which drops what TX refuses.
+  bool tx_held = false;
+  std::uint64_t tx_held_since = 0;
+  // Forward with backends (nullptr otherwise): the delivery plan in force,
+  // swapped by a reload as the classifier is.
+  const std::atomic<const DeliveryPlan*>* delivery = nullptr;
+  // This owner's counters per backend slot (kMaxBackends of them).
+  std::unique_ptr<BackendCounters[]> backend_counter_rows;
+  std::span<BackendCounters> backend_counters;
+  // ICMP too-big replies: receivers record each packet's RX port for them,
+  // and an owner sends at most the plan's rate per second.
+  bool icmp_replies = false;
+  std::uint64_t icmp_window_start = 0;
+  std::uint64_t icmp_budget = 0;
+  std::uint64_t tsc_hz = 1;
+  OwnerStats owner_stats;
+  LoopStats loop_stats;
+
+  // Settings, in TSC cycles where they are times.
+  unsigned burst = 32;
+  BackpressurePolicy policy = BackpressurePolicy::kPark;
+  std::uint32_t high_watermark = 0;
+  std::uint32_t low_watermark = 0;
+  std::uint64_t park_timeout_tsc = 0;
+  std::uint64_t ticket_retry_tsc = 0;  // how often a held ticket is offered to its owners
+  OwnerAction action = OwnerAction::kForward;
+  std::uint32_t cost_cycles = 0;
+  std::uint64_t tx_flush_tsc = 0;  // action.tx_drain_us: a partial TX burst waits at most this long
+  std::uint64_t idle_timeout_tsc = 0;
+  std::uint32_t idle_sleep_us = 0;
+  std::uint64_t idle_sleep_tsc = 0;
+  std::uint32_t idle_polls_before_sleep = 256;
+};
+
+// The lcore entry point for rte_eal_remote_launch; arg is a LcoreContext*.
+int lcore_main(void* arg);
+
+// After every lcore has returned: flushes TX stages and frees what is still
+// parked or queued, counting it as DropReason::kShutdown. Control path.
+void discard_after_stop(LcoreContext& ctx);
+
+}  // namespace qs

@@ -1,0 +1,67 @@
+// MbufClassifier: steering/ over a burst of mbufs. For each packet it decides
+// the class (QUIC, other UDP, not UDP, malformed) and the owner index, and
+// the SteerMeta its owner's connection stage needs. Only a packet bound for
+// another lcore carries its SteerMeta in the mbuf: one the receiving lcore
+// owns itself is not written at all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/fastpath/steer_meta.h"
+#include "steering/forwarding_rules.h"
+#include "steering/owner_resolver.h"  // kNoOwner
+#include "steering/packet_parser.h"   // Verdict
+#include "steering/steering_config.h"
+
+struct rte_mbuf;
+
+namespace qs {
+
+inline constexpr unsigned kMaxOwners = 64;
+
+enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed };
+inline constexpr unsigned kRxClasses = unsigned(RxClass::kMalformed) + 1;
+// A verdict is its class: the receive loop converts one to the other with a cast.
+static_assert(unsigned(RxClass::kQuic) == unsigned(Verdict::kQuic) &&
+              unsigned(RxClass::kNotQuic) == unsigned(Verdict::kNotQuic) &&
+              unsigned(RxClass::kNotUdp) == unsigned(Verdict::kNotUdp) &&
+              unsigned(RxClass::kMalformed) == unsigned(Verdict::kMalformed));
+
+// What classifying a burst counted: packets by class, the packets kept
+// (QUIC, or UDP that is not QUIC) by the rule that routed them
+// (ResolveMethod), and what the forwarding tables learned.
+struct RouteCounts {
+  std::uint32_t by_class[kRxClasses] = {};
+  std::uint32_t by_method[kResolveMethods] = {};
+  LearnCounts learn;
+};
+
+class MbufClassifier {
+ public:
+  // Throws std::invalid_argument on a configuration steering/ rejects.
+  explicit MbufClassifier(const SteeringConfig& config);
+  ~MbufClassifier();
+
+  // Routes DCIDs QUIC-LB does not through `tables` (nullptr: none), which
+  // must outlive this classifier's use.
+  void use_tables(ForwardingTables* tables);
+
+  // owner[i] and cls[i] are pkts[i]'s. Its SteerMeta (for a packet an owner
+  // takes: QUIC, or UDP that is not QUIC) goes to meta[i] when its owner is
+  // `local_owner` (the receiving lcore's owner index, kNoOwner when it owns
+  // nothing), and into its mbuf otherwise, ready for the hand-off; meta[i]
+  // of another owner's packet is left unwritten. now_ms ages the forwarding
+  // tables' entries; `counts` is added to.
+  // Returns whether every packet of the burst has owner[0] for its owner
+  // (true for an empty burst): the receive loop then hands the burst over
+  // whole, without grouping it.
+  bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
+                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qs

@@ -1,0 +1,748 @@
+#include "dataplane/runtime/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_random.h>
+#include <rte_rcu_qsbr.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "dataplane/runtime/mbuf_pools.h"
+#include "dataplane/runtime/port.h"
+#include "dataplane/fastpath/steer_meta.h"
+#include "dataplane/fastpath/tsan.h"
+#include "dataplane/fastpath/tsc.h"
+
+namespace qs {
+namespace {
+
+// The lcore entry point, with the hand-over EAL does in uninstrumented code
+// made visible to ThreadSanitizer (see tsan.h): launch -> lcore, lcore -> wait.
+int run_lcore(void* arg) {
+  tsan_acquire(arg);
+  const int rc = lcore_main(arg);
+  tsan_release(arg);
+  return rc;
+}
+
+std::uint64_t us_to_tsc(std::uint64_t us) { return qs::us_to_tsc(us, rte_get_tsc_hz()); }
+
+// The receive loop groups a burst by owner in arrays of kMaxOwners; the
+// profile allows no more owners than that.
+static_assert(kMaxOwnerLcores <= kMaxOwners);
+
+void check_lcores(const Profile& p) {
+  for (const auto& l : p.lcores) {
+    if (l.id >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l.id))
+      throw std::runtime_error("lcore " + std::to_string(l.id) +
+                               " is in the profile but not enabled by EAL: add it to -l/--lcores");
+    if (l.id == rte_get_main_lcore())
+      throw std::runtime_error("lcore " + std::to_string(l.id) +
+                               " is EAL's main lcore, which runs the control loop and stats; give the "
+                               "data path other lcores (EAL -l/--lcores, or --main-lcore)");
+  }
+}
+
+void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
+  std::uint64_t need = 0;
+  for (const auto& port : p.ports)
+    need += std::uint64_t(port.rx_queues) * port.rx_descriptors + std::uint64_t(port.tx_queues) * port.tx_descriptors;
+  need += std::uint64_t(producers) * owners * p.rings.size;
+  need += std::uint64_t(p.lcores.size()) * (p.mempool.cache + 4 * kMaxBurst);
+  if (p.mempool.mbufs < need)
+    std::printf("warning: mempool.mbufs %u is below the %llu that descriptors, rings and caches can "
+                "hold at once; expect rx_nombuf under load\n",
+                p.mempool.mbufs, static_cast<unsigned long long>(need));
+}
+
+}  // namespace
+
+std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore) {
+  const unsigned socket = rte_lcore_to_socket_id(lcore);
+  // The socket travels in the context pointer: no state to keep alive.
+  const SlotMemory eal_memory{
+      [](std::size_t bytes, void* context) {
+        return rte_zmalloc_socket("qs_connections", bytes, RTE_CACHE_LINE_SIZE,
+                                  int(reinterpret_cast<std::uintptr_t>(context)));
+      },
+      [](void* memory, void*) { rte_free(memory); },
+      reinterpret_cast<void*>(std::uintptr_t(socket))};
+  try {
+    return std::make_unique<ConnectionTable>(max_connections, eal_memory);
+  } catch (const std::bad_alloc&) {
+    const std::size_t mb = (ConnectionTable::memory_bytes(max_connections) + (1u << 20) - 1) >> 20;
+    // An lcore whose CPUs span sockets has no socket of its own.
+    const std::string where =
+        int(socket) == SOCKET_ID_ANY ? std::string("on any socket") : "on socket " + std::to_string(socket);
+    throw std::runtime_error("cannot allocate the connection table of lcore " + std::to_string(lcore) + " (" +
+                             std::to_string(mb) + " MB " + where +
+                             "): raise EAL -m / --socket-mem or lower action.max_connections");
+  }
+}
+
+std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
+                                                         const std::array<std::uint8_t, 16>& key) {
+  // Every receiving lcore reads them, whatever its socket: the main lcore's.
+  const SlotMemory eal_memory{
+      [](std::size_t bytes, void*) { return rte_zmalloc_socket("qs_forwarding", bytes, RTE_CACHE_LINE_SIZE, int(rte_socket_id())); },
+      [](void* memory, void*) { rte_free(memory); }, nullptr};
+  try {
+    auto tables = std::make_unique<ForwardingTables>(config, key, eal_memory);
+    std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
+                config.max_setup_entries, (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20);
+    return tables;
+  } catch (const std::bad_alloc&) {
+    const std::size_t mb = (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20;
+    throw std::runtime_error("cannot allocate the forwarding tables (" + std::to_string(mb) +
+                             " MB): raise EAL -m / --socket-mem or lower steering.forwarding.max_entries");
+  }
+}
+
+Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
+  check_lcores(profile_);
+  if (profile_.steering.owner_lcores.size() > kMaxOwners)
+    throw std::runtime_error("at most " + std::to_string(kMaxOwners) + " owner lcores, the profile has " +
+                             std::to_string(profile_.steering.owner_lcores.size()));
+
+  // Whatever fails from here on, nothing stays behind: a test process (or a
+  // caller that retries) can build a data path on the same devices again.
+  try {
+    for (const auto& port : profile_.ports) {
+      port_ids_.push_back(find_or_probe_port(port));
+      ports_open_ = true;
+    }
+    create_pools();
+    for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+      const std::int64_t before = mbufs_in_use();
+      configure_and_start_port(port_ids_[i], profile_.ports[i], rx_queue_pools_[i], pools_.size() == 1);
+      // DPDK 22.11's net_af_xdp fills each queue's fill ring with 2048 mbufs
+      // at set-up, keeps it at that level (every mbuf it receives is replaced
+      // in the ring) and drops the ring at close without returning its mbufs
+      // to the pool. What its set-up took is therefore never coming back,
+      // which is not a leak of quicsteer's.
+      if (port_driver_name(port_ids_[i]) == "net_af_xdp")
+        kept_by_drivers_ += std::uint64_t(std::max<std::int64_t>(0, mbufs_in_use() - before));
+    }
+    port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
+    build_lcores();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void Dataplane::build_lcores() {
+  const auto& owners = profile_.steering.owner_lcores;
+  classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
+  const std::uint64_t cid_seed = rte_rand();
+  if (profile_.steering.forwarding.enabled && profile_.steering.mode == SteeringMode::kCid) {
+    forwarding_ = make_forwarding_tables(profile_.steering.forwarding, profile_.steering.fallback_key);
+    classifier_->use_tables(forwarding_.get());
+  }
+  live_classifier_.store(classifier_.get(), std::memory_order_release);
+  const std::uint64_t tsc_per_ms = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);
+  bool sweeper_chosen = false;
+  // One QSBR thread per lcore (its index in the profile), for reloads.
+  const auto rcu_threads = std::uint32_t(profile_.lcores.size());
+  rcu_ = static_cast<rte_rcu_qsbr*>(
+      rte_zmalloc("quicsteer_rcu", rte_rcu_qsbr_get_memsize(rcu_threads), RTE_CACHE_LINE_SIZE));
+  if (rcu_ == nullptr || rte_rcu_qsbr_init(rcu_, rcu_threads) != 0)
+    throw std::runtime_error("cannot set up RCU for steering reloads: " + std::string(rte_strerror(rte_errno)));
+
+  unsigned producers = 0;
+  for (const auto& l : profile_.lcores) {
+    auto ctx = std::make_unique<LcoreContext>();
+    ctx->lcore_id = l.id;
+    ctx->state = &state_;
+    const auto it = std::find(owners.begin(), owners.end(), l.id);
+    ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
+    ctx->classifier = &live_classifier_;
+    ctx->rcu = rcu_;
+    ctx->rcu_thread = unsigned(lcores_.size());
+    rte_rcu_qsbr_thread_register(rcu_, ctx->rcu_thread);
+    ctx->burst = profile_.rings.burst;
+    ctx->policy = profile_.backpressure.policy;
+    ctx->high_watermark = profile_.backpressure.high_watermark;
+    ctx->low_watermark = profile_.backpressure.low_watermark;
+    ctx->park_timeout_tsc = us_to_tsc(profile_.backpressure.park_timeout_us);
+    // A held ticket is offered to its owners once a microsecond, not on every
+    // iteration: each offer reads the owner's ring index, a line the owner
+    // writes. An owner empties a ring down to its low watermark in far longer.
+    ctx->ticket_retry_tsc = us_to_tsc(1);
+    ctx->action = profile_.action.type;
+    ctx->cost_cycles = l.cost_cycles.value_or(profile_.action.cost_cycles);
+    ctx->tx_flush_tsc = us_to_tsc(profile_.action.tx_drain_us);
+    ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
+    ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
+    ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
+    ctx->idle_polls_before_sleep = profile_.polling.idle_polls_before_sleep;
+    ctx->tsc_per_ms = tsc_per_ms;
+    if (forwarding_ && !l.rx.empty() && !sweeper_chosen) {
+      // One lcore ages the shared tables (expire() has one caller at a time).
+      sweeper_chosen = true;
+      ctx->forwarding_sweeper = forwarding_.get();
+      const std::uint32_t buckets =
+          std::max(forwarding_->established().bucket_count(), forwarding_->setup().bucket_count());
+      ctx->forwarding_sweep = std::make_unique<SweepPacer>(buckets, ctx->idle_timeout_tsc / 4);
+    }
+    for (const auto& ref : l.rx) {
+      auto q = std::make_unique<RxQueueContext>();
+      q->port_id = port_ids_[ref.port];
+      q->queue = ref.queue;
+      q->profile_port = ref.port;
+      ctx->rx.push_back(std::move(q));
+    }
+    if (!l.rx.empty()) ++producers;
+    lcores_.push_back(std::move(ctx));
+  }
+  warn_if_pool_small(profile_, producers, unsigned(owners.size()));
+
+  // An owner that polls no RX queue has nothing to do until a receiver hands
+  // it packets: when idle it sleeps on a doorbell instead of a fixed nap.
+  if (profile_.polling.idle_sleep_us != 0) {
+    for (auto& c : lcores_) {
+      if (c->owner_index < 0 || !c->rx.empty()) continue;
+      doorbells_.push_back(std::make_unique<Doorbell>());
+      c->doorbell = doorbells_.back().get();
+    }
+  }
+
+  // One ring per receiving lcore -> owner pair, except an lcore to itself.
+  auto context_of = [&](unsigned lcore) -> LcoreContext& {
+    for (auto& c : lcores_)
+      if (c->lcore_id == lcore) return *c;
+    throw std::logic_error("owner lcore missing from the lcore list");
+  };
+  for (auto& c : lcores_) {
+    if (c->rx.empty()) continue;
+    c->out_rings.assign(owners.size(), nullptr);
+    c->out_ring_stats.assign(owners.size(), nullptr);
+    c->out_doorbells.assign(owners.size(), nullptr);
+    for (std::size_t o = 0; o < owners.size(); ++o) {
+      if (int(o) == c->owner_index) continue;
+      rings_.push_back(std::make_unique<MbufRing>(profile_.rings.size));
+      MbufRing* ring = rings_.back().get();
+      auto stats = std::make_unique<RingStats>();
+      c->out_rings[o] = ring;
+      c->out_ring_stats[o] = stats.get();
+      c->out_doorbells[o] = context_of(owners[o]).doorbell;
+      context_of(owners[o]).in_rings.push_back(ring);
+      ring_info_.push_back(RingInfo{c->lcore_id, owners[o], ring, std::move(stats)});
+    }
+  }
+
+  // Owners: connection shard and a TX stage for their own queue of each TX port.
+  std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
+              owners.size(), profile_.action.max_connections, profile_.action.max_connections,
+              (2 * ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
+  for (auto& c : lcores_) {
+    if (c->owner_index < 0) continue;
+    c->cids = make_connection_table(profile_.action.max_connections, c->lcore_id);
+    c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
+    c->shard = ConnectionShard{c->cids.get(), c->connections.get(), cid_seed, std::max<std::uint64_t>(1, c->idle_timeout_tsc / 4)};
+    // Expiry may run up to a quarter of the idle timeout late (both tables
+    // have as many slots).
+    c->sweep = std::make_unique<SweepPacer>(c->cids->slot_count(), c->idle_timeout_tsc / 4);
+    c->tx_by_port.assign(RTE_MAX_ETHPORTS, nullptr);
+    std::vector<std::uint16_t> tx_profile_ports;
+    if (profile_.action.type == OwnerAction::kForward) {
+      tx_profile_ports.push_back(std::uint16_t(profile_.action.tx_port));
+    } else if (profile_.action.type == OwnerAction::kReflect) {
+      for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+        if (profile_.ports[i].rx_queues > 0) tx_profile_ports.push_back(std::uint16_t(i));
+    }
+    for (std::uint16_t pi : tx_profile_ports) {
+      auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
+      t->port_id = port_ids_[pi];
+      t->queue = std::uint16_t(c->owner_index);
+      c->tx_by_port[t->port_id] = t.get();
+      c->tx.push_back(std::move(t));
+    }
+    if (profile_.action.type == OwnerAction::kForward) c->forward_tx = c->tx.front().get();
+  }
+
+  // Forward with backends: the delivery plan, each owner's counters per
+  // backend slot, and for encapsulation the ICMP too-big replies, which an
+  // owner sends back out of the RX port on its own TX queue there.
+  backend_slots_used_ = std::uint32_t(profile_.steering.backends.size());
+  delivery_ = make_delivery_plan(profile_);
+  if (!delivery_) return;
+  live_delivery_.store(delivery_.get(), std::memory_order_release);
+  const bool encapsulates =
+      profile_.action.delivery.mode == DeliveryMode::kIpip || profile_.action.delivery.mode == DeliveryMode::kVxlan;
+  const bool icmp = encapsulates && profile_.action.delivery.icmp_too_big_per_s != 0;
+  for (auto& c : lcores_) {
+    c->icmp_replies = icmp;
+    c->tsc_hz = rte_get_tsc_hz();
+    if (c->owner_index < 0) continue;
+    c->delivery = &live_delivery_;
+    c->backend_counter_rows = std::make_unique<BackendCounters[]>(kMaxBackends);
+    c->backend_counters = std::span<BackendCounters>(c->backend_counter_rows.get(), kMaxBackends);
+    if (!icmp) continue;
+    for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+      const PortConfig& port = profile_.ports[i];
+      if (port.rx_queues == 0 || int(i) == profile_.action.tx_port) continue;
+      if (unsigned(c->owner_index) >= port.tx_queues) continue;  // no queue of its own there: counted, not sent
+      auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
+      t->port_id = port_ids_[i];
+      t->queue = std::uint16_t(c->owner_index);
+      c->tx_by_port[t->port_id] = t.get();
+      c->tx.push_back(std::move(t));
+    }
+  }
+}
+
+std::unique_ptr<DeliveryPlan> Dataplane::make_delivery_plan(const Profile& profile) const {
+  if (profile.action.type != OwnerAction::kForward || profile.steering.backends.empty()) return nullptr;
+  const std::uint16_t tx_port = port_ids_[std::size_t(profile.action.tx_port)];
+  rte_ether_addr mac{};
+  if (const int rc = rte_eth_macaddr_get(tx_port, &mac); rc != 0)
+    throw std::runtime_error("cannot read the MAC address of port '" +
+                             profile.ports[std::size_t(profile.action.tx_port)].name + "': " + rte_strerror(-rc));
+  std::array<std::uint8_t, 6> port_mac;
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port_mac.begin());
+  std::uint16_t rx_mtu = 0;
+  for (const PortConfig& p : profile.ports)
+    if (p.rx_queues > 0) rx_mtu = std::max(rx_mtu, p.mtu);
+  return std::make_unique<DeliveryPlan>(profile.action.delivery, profile.steering.backends, port_mac,
+                                        profile.ports[std::size_t(profile.action.tx_port)].mtu, rx_mtu);
+}
+
+void Dataplane::create_pools() {
+  static_assert(kAnySocket == SOCKET_ID_ANY);
+  // The lcore polling each RX queue (the profile gives each exactly one).
+  std::vector<std::vector<int>> poller_socket(profile_.ports.size());
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    poller_socket[i].assign(profile_.ports[i].rx_queues, kAnySocket);
+  for (const auto& l : profile_.lcores)
+    for (const auto& ref : l.rx) poller_socket[ref.port][ref.queue] = int(rte_lcore_to_socket_id(l.id));
+
+  const int main_socket = int(rte_socket_id());
+  std::vector<std::vector<int>> queue_socket(profile_.ports.size());
+  std::vector<int> all;
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
+    const int port_socket = rte_eth_dev_socket_id(port_ids_[i]);
+    for (int lcore_socket : poller_socket[i]) {
+      queue_socket[i].push_back(rx_pool_socket(port_socket, lcore_socket, main_socket));
+      all.push_back(queue_socket[i].back());
+    }
+  }
+  std::vector<int> sockets = pool_sockets(all);
+  if (sockets.empty()) sockets.push_back(main_socket);  // no RX queue: keep one pool, for pool()
+
+  static std::atomic<unsigned> instance{0};
+  const unsigned this_instance = instance.fetch_add(1);
+  for (int socket : sockets) {
+    const std::string name = "qs_mbufs_" + std::to_string(this_instance) + "_s" + std::to_string(socket);
+    rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
+                                                profile_.mempool.data_room, socket);
+    if (pool == nullptr)
+      throw std::runtime_error("cannot create the mbuf pool on socket " + std::to_string(socket) + " (" +
+                               std::to_string(profile_.mempool.mbufs) + " mbufs of " +
+                               std::to_string(profile_.mempool.data_room) + " bytes): " + rte_strerror(rte_errno) +
+                               "; raise EAL -m / --socket-mem for that socket or lower mempool.mbufs");
+    pools_.push_back(pool);
+  }
+  if (sockets.size() > 1) {
+    std::printf("mbuf pools: one per socket with RX queues, %u mbufs each, on sockets", profile_.mempool.mbufs);
+    for (int socket : sockets) std::printf(" %d", socket);
+    std::printf("\n");
+  }
+  rx_queue_pools_.assign(profile_.ports.size(), {});
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    for (int socket : queue_socket[i])
+      rx_queue_pools_[i].push_back(pools_[std::size_t(std::find(sockets.begin(), sockets.end(), socket) - sockets.begin())]);
+}
+
+Dataplane::~Dataplane() {
+  stop();
+  release();
+}
+
+void Dataplane::release() {
+  close_ports_and_count_leaks();
+  for (rte_mempool* pool : pools_) rte_mempool_free(pool);
+  pools_.clear();
+  rx_queue_pools_.clear();
+  rte_free(rcu_);
+  rcu_ = nullptr;
+}
+
+bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector<BackendConfig>& next,
+                          std::uint32_t& slots_used) {
+  std::uint32_t used = slots_used;
+  for (BackendConfig& b : next) {
+    const auto same = std::find_if(running.begin(), running.end(),
+                                   [&](const BackendConfig& r) { return r.name == b.name; });
+    if (same != running.end()) {
+      b.slot = same->slot;
+      continue;
+    }
+    if (used >= kMaxBackends) return false;
+    b.slot = std::uint16_t(used++);
+  }
+  slots_used = used;
+  return true;
+}
+
+Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
+  SteeringReload r;
+  r.generation = generation_;
+  if (auto refusal = reload_refusal(profile_, next)) {
+    r.message = *refusal;
+    return r;
+  }
+  if (profile_.steering.backends.empty() != next.steering.backends.empty()) {
+    // The forwarding tables name owners without backends and backends with
+    // them: what they learned would be read as the other.
+    r.message = profile_.steering.backends.empty()
+                    ? "backends: a running data path without backends cannot take some (restart)"
+                    : "backends: a running data path with backends cannot drop them all (restart)";
+    return r;
+  }
+  // Each backend that stays keeps its slot, so that what the tables learned
+  // for it still names it; a new one takes a slot no backend had before this
+  // reload (a removed backend's slot is not given to another at once: its
+  // packets may still be on their way to an owner).
+  Profile placed = next;
+  std::uint32_t slots_used = backend_slots_used_;
+  if (!assign_backend_slots(profile_.steering.backends, placed.steering.backends, slots_used)) {
+    r.message = "backends: no free backend slot (at most " + std::to_string(kMaxBackends) +
+                " backends over the data path's life; restart)";
+    return r;
+  }
+  std::unique_ptr<MbufClassifier> fresh;
+  std::unique_ptr<DeliveryPlan> fresh_delivery;
+  try {
+    fresh = std::make_unique<MbufClassifier>(placed.steering);
+    fresh_delivery = make_delivery_plan(placed);
+  } catch (const std::exception& e) {
+    r.message = std::string("steering: ") + e.what();
+    return r;
+  }
+  // The forwarding tables carry over: what they learned names owners by
+  // index, which no reload can change, and their keys do not depend on the
+  // configuration (a new fallback key leaves learned connections where they
+  // are).
+  fresh->use_tables(forwarding_.get());
+  live_classifier_.store(fresh.get(), std::memory_order_release);
+  if (fresh_delivery) live_delivery_.store(fresh_delivery.get(), std::memory_order_release);
+  // Every lcore reports a quiescent state after this token (or is offline):
+  // none holds the old classifier any more. Lcores pass one every iteration,
+  // so this waits for microseconds; a stopped data path is all offline.
+  const std::uint64_t token = rte_rcu_qsbr_start(rcu_);
+  rte_rcu_qsbr_check(rcu_, token, true);
+  classifier_ = std::move(fresh);  // frees the one it replaces
+  if (fresh_delivery) delivery_ = std::move(fresh_delivery);
+  backend_slots_used_ = slots_used;
+  const std::size_t backends_before = profile_.steering.backends.size();
+  const std::size_t configs_before = profile_.steering.quic_lb.size();
+  const std::size_t servers_before = profile_.steering.server_routes.size();
+  const bool rekeyed = profile_.steering.fallback_key != next.steering.fallback_key;
+  profile_.steering = placed.steering;
+  profile_.action.delivery = placed.action.delivery;
+  profile_.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
+  r.generation = ++generation_;
+  r.applied = true;
+  std::string ids;
+  for (const QuicLbConfig& c : profile_.steering.quic_lb) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(c.config_id);
+  }
+  r.message = "steering generation " + std::to_string(generation_) + " is live: QUIC-LB configs [" + ids + "] (" +
+              std::to_string(configs_before) + " -> " + std::to_string(profile_.steering.quic_lb.size()) +
+              "), servers " + std::to_string(servers_before) + " -> " +
+              std::to_string(profile_.steering.server_routes.size()) + (rekeyed ? ", new fallback key" : "");
+  if (backends_before != 0 || !profile_.steering.backends.empty()) {
+    unsigned draining = 0, down = 0;
+    for (const BackendConfig& b : profile_.steering.backends) {
+      draining += b.state == BackendState::kDraining;
+      down += b.state == BackendState::kDown;
+    }
+    r.message += ", backends " + std::to_string(backends_before) + " -> " +
+                 std::to_string(profile_.steering.backends.size()) + " (" + std::to_string(draining) + " draining, " +
+                 std::to_string(down) + " down), delivery " + delivery_mode_name(profile_.action.delivery.mode);
+  }
+  return r;
+}
+
+void Dataplane::launch() {
+  if (running_) return;
+  state_.store(RunState::kRun, std::memory_order_relaxed);
+  for (auto& c : lcores_) c->quiesce_acknowledged.store(false, std::memory_order_relaxed);
+  start_tsc_ = rte_rdtsc();
+  for (auto& c : lcores_) {
+    tsan_release(c.get());
+    const int rc = rte_eal_remote_launch(run_lcore, c.get(), c->lcore_id);
+    if (rc != 0) {
+      stop();
+      throw std::runtime_error("cannot launch lcore " + std::to_string(c->lcore_id) + ": " + rte_strerror(-rc));
+    }
+  }
+  running_ = true;
+}
+
+bool Dataplane::quiesced() const {
+  for (const auto& c : lcores_) {
+    if (c->owner_stats.tx_held_now.get() != 0) return false;
+    for (const auto& q : c->rx)
+      if (q->stats.parked_now.get() != 0) return false;
+  }
+  for (const auto& r : rings_)
+    if (!r->empty()) return false;
+  return true;
+}
+
+void Dataplane::stop() {
+  // An owner asleep on its doorbell sees a new state only once woken.
+  auto wake_sleepers = [&] {
+    for (auto& d : doorbells_) d->ring();
+  };
+  if (running_) {
+    state_.store(RunState::kQuiesce, std::memory_order_relaxed);
+    wake_sleepers();
+    const auto give_up = std::chrono::steady_clock::now() + kQuiesceLimit;
+    // quiesced() is trusted only once every lcore has acknowledged the quiesce:
+    // an lcore between rte_eth_rx_burst and its hand-off holds packets that
+    // no ring or ticket shows yet.
+    auto all_acknowledged = [&] {
+      for (const auto& c : lcores_)
+        if (!c->quiesce_acknowledged.load(std::memory_order_acquire)) return false;
+      return true;
+    };
+    while (!(all_acknowledged() && quiesced()) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  state_.store(RunState::kStop, std::memory_order_relaxed);
+  wake_sleepers();
+  for (auto& c : lcores_) {
+    rte_eal_wait_lcore(c->lcore_id);
+    tsan_acquire(c.get());
+  }
+  if (!running_) return;
+  running_ = false;
+  stop_tsc_ = rte_rdtsc();
+  for (auto& c : lcores_) discard_after_stop(*c);
+}
+
+std::uint64_t Dataplane::pool_size() const {
+  std::uint64_t size = 0;
+  for (const rte_mempool* pool : pools_) size += pool->size;
+  return size;
+}
+
+std::int64_t Dataplane::mbufs_in_use() const {
+  std::int64_t in_use = 0;
+  for (const rte_mempool* pool : pools_) in_use += std::int64_t(pool->size) - std::int64_t(rte_mempool_avail_count(pool));
+  return in_use;
+}
+
+std::uint16_t Dataplane::port_id(const std::string& name) const {
+  const int i = profile_.port_index(name);
+  if (i < 0) throw std::invalid_argument("no port named " + name);
+  return port_ids_[std::size_t(i)];
+}
+
+std::int64_t Dataplane::close_ports_and_count_leaks() {
+  if (ports_open_) {
+    // The lcores have stopped and freed what they held: what is still out
+    // now is in the devices (RX descriptors, TX queues, a net_ring's rings)
+    // or leaked. Closing a port gives back what its device held, except
+    // net_ring, whose close frees its rings with the mbufs still in them:
+    // those are taken out first.
+    const std::int64_t before = mbufs_in_use();
+    for (std::uint16_t id : port_ids_) {
+      free_mbufs_in_net_ring(id);
+      stop_and_close_port(id);
+    }
+    ports_open_ = false;
+    held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - mbufs_in_use()));
+  }
+  // A fill ring that could not be topped up (the pool ran dry: rx_nombuf)
+  // holds fewer than it took at set-up; never credit more than is out.
+  const std::int64_t in_use = mbufs_in_use();
+  return in_use - std::min(in_use, std::int64_t(kept_by_drivers_));
+}
+
+PortCounters Dataplane::sample_port_counters(std::size_t i) const {
+  rte_eth_stats es{};
+  PortCounters raw;
+  if (rte_eth_stats_get(port_ids_[i], &es) != 0) return port_counters_[i].totals();
+  raw[PortCounters::kIpackets] = es.ipackets;
+  raw[PortCounters::kOpackets] = es.opackets;
+  raw[PortCounters::kIbytes] = es.ibytes;
+  raw[PortCounters::kObytes] = es.obytes;
+  raw[PortCounters::kImissed] = es.imissed;
+  raw[PortCounters::kIerrors] = es.ierrors;
+  raw[PortCounters::kOerrors] = es.oerrors;
+  raw[PortCounters::kRxNombuf] = es.rx_nombuf;
+  return port_counters_[i].update(raw);
+}
+
+void Dataplane::sample_port_counters() const {
+  if (!ports_open_) return;
+  for (std::size_t i = 0; i < port_ids_.size(); ++i) sample_port_counters(i);
+}
+
+HealthSample Dataplane::health_sample() const {
+  HealthSample h;
+  for (const auto& c : lcores_) h.lcores.push_back({c->lcore_id, c->loop_stats.heartbeats.get()});
+  for (std::size_t i = 0; i < port_ids_.size(); ++i) {
+    rte_eth_link link{};
+    // A driver that cannot tell (-ENOTSUP) has no link to lose.
+    const int rc = ports_open_ ? rte_eth_link_get_nowait(port_ids_[i], &link) : -ENODEV;
+    h.ports.push_back({profile_.ports[i].name, rc == -ENOTSUP || (rc == 0 && link.link_status == RTE_ETH_LINK_UP)});
+  }
+  return h;
+}
+
+StatsSnapshot Dataplane::snapshot() const {
+  StatsSnapshot s;
+  s.steering_generation = generation_;
+  const std::uint64_t end = running_ || stop_tsc_ == 0 ? rte_rdtsc() : stop_tsc_;
+  s.elapsed_s = start_tsc_ == 0 ? 0 : double(end - start_tsc_) / double(rte_get_tsc_hz());
+  const double tsc_per_us = double(rte_get_tsc_hz()) / 1e6;
+  s.tsc_hz = rte_get_tsc_hz();
+  for (const auto& c : lcores_) {
+    LcoreSnapshot l;
+    l.lcore = c->lcore_id;
+    l.owner_index = c->owner_index;
+    l.busy_cycles = c->loop_stats.busy_cycles.get();
+    l.idle_sleeps = c->loop_stats.idle_sleeps.get();
+    l.doorbell_wakes = c->loop_stats.doorbell_wakes.get();
+    s.busy_cycles_total += l.busy_cycles;
+    for (const auto& q : c->rx) {
+      QueueSnapshot qs;
+      qs.port = profile_.ports[q->profile_port].name;
+      qs.queue = q->queue;
+      qs.lcore = c->lcore_id;
+      const RxQueueStats& st = q->stats;
+      qs.rx.rx = st.rx.get();
+      qs.rx.steered_self = st.steered_self.get();
+      qs.rx.steered_other = st.steered_other.get();
+      qs.rx.enqueued = st.enqueued.get();
+      qs.rx.not_quic = st.not_quic.get();
+      qs.rx.parks = st.parks.get();
+      qs.rx.parked_packets = st.parked_packets.get();
+      qs.rx.parked_us = std::uint64_t(double(st.parked_cycles.get()) / tsc_per_us);
+      for (std::size_t m = 0; m < kResolveMethods; ++m) qs.rx.routed[m] = st.routed[m].get();
+      qs.rx.learned = st.learned.get();
+      qs.rx.setups = st.setups.get();
+      qs.rx.setup_evicted = st.setup_evicted.get();
+      qs.rx.table_full = st.table_full.get();
+      for (std::size_t r = 0; r < kDropReasonCount; ++r) qs.rx.drops[r] = st.drops[r].get();
+      qs.parked_now = st.parked_now.get() != 0;
+      l.rx.add(qs.rx);
+      s.queues.push_back(std::move(qs));
+    }
+    if (c->owner_index >= 0) {
+      const OwnerStats& o = c->owner_stats;
+      l.owner.dequeued = o.dequeued.get();
+      l.owner.processed = o.processed.get();
+      l.owner.connections = o.connections.get();
+      l.owner.connections_live = o.connections_live.get();
+      l.owner.cids = o.cids.get();
+      l.owner.cids_live = o.cids_live.get();
+      l.owner.connections_expired = o.connections_expired.get();
+      l.owner.connections_untracked = o.connections_untracked.get();
+      l.owner.connections_untracked_long_dcid = o.connections_untracked_long_dcid.get();
+      l.owner.migrations = o.migrations.get();
+      l.owner.tx = o.tx.get();
+      l.owner.tx_holds = o.tx_holds.get();
+      l.owner.tx_held_us = std::uint64_t(double(o.tx_held_cycles.get()) / tsc_per_us);
+      l.owner.tx_held_now = o.tx_held_now.get();
+      l.owner.sunk = o.sunk.get();
+      for (std::size_t r = 0; r < kDropReasonCount; ++r) l.owner.drops[r] = o.drops[r].get();
+    }
+    s.rx_total.add(l.rx);
+    s.owner_total.add(l.owner);
+    s.lcores.push_back(std::move(l));
+  }
+  for (std::size_t r = 0; r < kDropReasonCount; ++r)
+    s.drops_total[r] = s.rx_total.drops[r] + s.owner_total.drops[r];
+  if (forwarding_) {
+    s.forwarding.enabled = true;
+    s.forwarding.entries = forwarding_->established().size();
+    s.forwarding.slots = forwarding_->established().slot_count();
+    s.forwarding.setup_entries = forwarding_->setup().size();
+    s.forwarding.setup_slots = forwarding_->setup().slot_count();
+    for (const auto& c : lcores_) s.forwarding.expired += c->forwarding_expired.get();
+  }
+  for (const BackendConfig& b : profile_.steering.backends) {
+    BackendSnapshot bs;
+    bs.name = b.name;
+    bs.slot = b.slot;
+    bs.state = backend_state_name(b.state);
+    bs.owner_lcore = b.owner_lcore;
+    bs.weight = b.weight;
+    for (const auto& c : lcores_) {
+      if (c->backend_counters.empty()) continue;
+      const BackendCounters& k = c->backend_counters[b.slot];
+      bs.packets += k.packets.get();
+      bs.bytes += k.bytes.get();
+      bs.connections += k.connections.get();
+      bs.backend_down += k.backend_down.get();
+      bs.too_big += k.too_big.get();
+      bs.icmp_sent += k.icmp_sent.get();
+    }
+    s.backends.push_back(std::move(bs));
+  }
+  for (const auto& ri : ring_info_) {
+    RingSnapshot r;
+    r.from_lcore = ri.from_lcore;
+    r.to_lcore = ri.to_lcore;
+    r.capacity = ri.ring->capacity();
+    r.occupancy = ri.ring->size();
+    r.high_water = ri.stats->occupancy_high_water.get();
+    r.full_events = ri.stats->full_events.get();
+    s.rings.push_back(r);
+  }
+  if (ports_open_) {
+    for (std::size_t i = 0; i < port_ids_.size(); ++i) {
+      PortSnapshot p;
+      p.name = profile_.ports[i].name;
+      p.port_id = port_ids_[i];
+      const PortCounters t = sample_port_counters(i);
+      p.ipackets = t[PortCounters::kIpackets];
+      p.opackets = t[PortCounters::kOpackets];
+      p.ibytes = t[PortCounters::kIbytes];
+      p.obytes = t[PortCounters::kObytes];
+      p.imissed = t[PortCounters::kImissed];
+      p.ierrors = t[PortCounters::kIerrors];
+      p.oerrors = t[PortCounters::kOerrors];
+      p.rx_nombuf = t[PortCounters::kRxNombuf];
+      p.counter_resets = port_counters_[i].resets();
+      rte_eth_link link {};
+      p.link_up = rte_eth_link_get_nowait(p.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+      const int n = rte_eth_xstats_get_names(p.port_id, nullptr, 0);
+      if (n > 0) {
+        std::vector<rte_eth_xstat_name> names(static_cast<std::size_t>(n));
+        std::vector<rte_eth_xstat> values(static_cast<std::size_t>(n));
+        if (rte_eth_xstats_get_names(p.port_id, names.data(), unsigned(n)) == n &&
+            rte_eth_xstats_get(p.port_id, values.data(), unsigned(n)) == n) {
+          for (int k = 0; k < n; ++k) {
+            const std::string name = names[std::size_t(values[std::size_t(k)].id)].name;
+            if (name.find("pause") != std::string::npos || name.find("xon") != std::string::npos ||
+                name.find("xoff") != std::string::npos)
+              p.pause_xstats.emplace_back(name, values[std::size_t(k)].value);
+          }
+        }
+      }
+      s.ports.push_back(std::move(p));
+    }
+  }
+  return s;
+}
+
+}  // namespace qs

@@ -1,0 +1,511 @@
+// quicsteer [EAL args] -- --profile FILE [--duration SECONDS] [--stats-json FILE]
+// quicsteer --check PROFILE
+//
+// With no EAL arguments the profile's `eal` list is used. The main lcore runs
+// the control loop (signals, the duration, the live table, steering reloads
+// on SIGHUP or /quicsteer/reload, what telemetry and Prometheus read, the
+// health check, the drain, the service manager's notifications); the
+// profile's lcores run the data path.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_pdump.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+#include "dataplane/runtime/dataplane.h"
+#include "dataplane/runtime/eal_init.h"
+#include "dataplane/control/health_monitor.h"
+#include "dataplane/control/live_view.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/control/prometheus.h"
+#include "dataplane/runtime/service_notify.h"
+#include "dataplane/control/telemetry.h"
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};  // SIGINT: stop at once
+std::atomic<bool> g_terminated{false};   // SIGTERM: drain (drain.grace_s), then stop
+std::atomic<bool> g_reload_asked{false};  // SIGHUP: reload the steering section
+
+void on_signal(int signo) { (signo == SIGTERM ? g_terminated : g_interrupted).store(true); }
+
+void on_hangup(int) { g_reload_asked.store(true); }
+
+// SIGINT and SIGTERM ask for a stop from the first instruction of main() on
+// (SIGTERM drains first, once quicsteer has been ready; see run()):
+// a stop during EAL start-up or port set-up still runs the data path's stop
+// and prints the summary. They are unblocked too, in case the parent started
+// quicsteer with them blocked (a blocked stop signal would never arrive).
+void handle_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // SIGHUP asks for a steering reload (its default would end the process).
+  struct sigaction hup {};
+  hup.sa_handler = on_hangup;
+  sigemptyset(&hup.sa_mask);
+  hup.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &hup, nullptr);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  sigprocmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
+// What /quicsteer/steering and /quicsteer/profile show of the live steering.
+qs::SteeringState steering_state(const qs::Dataplane& dp, const std::string& path, qs::SteeringState previous) {
+  qs::SteeringState s = std::move(previous);
+  s.generation = dp.steering_generation();
+  s.profile_path = path;
+  s.resolved_profile = qs::dump_profile(dp.profile());
+  s.quic_lb_config_ids.clear();
+  for (const auto& c : dp.profile().steering.quic_lb) s.quic_lb_config_ids.push_back(c.config_id);
+  s.servers = dp.profile().steering.server_routes.size();
+  return s;
+}
+
+// The service manager (systemd, Type=notify), when there is one: a failed
+// send is reported once (the manager may be gone; quicsteer runs on).
+class Manager {
+ public:
+  explicit Manager(qs::ServiceNotifier n) : notifier_(std::move(n)) {}
+  const qs::ServiceNotifier& notifier() const { return notifier_; }
+  void tell(const std::string& state) {
+    std::string error;
+    if (!notifier_.notify(state, &error) && !failed_) {
+      failed_ = true;
+      std::fprintf(stderr, "quicsteer: cannot notify the service manager (NOTIFY_SOCKET): %s\n", error.c_str());
+    }
+  }
+  // Around a steering reload, once ready (sd_notify(3): RELOADING=1 carries
+  // the monotonic clock; READY=1 ends it).
+  void reloading() {
+    if (!ready_) return;
+    timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    tell("RELOADING=1\nMONOTONIC_USEC=" +
+         std::to_string(std::uint64_t(ts.tv_sec) * 1000000u + std::uint64_t(ts.tv_nsec) / 1000u));
+  }
+  void reloaded(const std::string& answer) {
+    if (ready_) tell("READY=1\nSTATUS=reload " + answer);
+  }
+  bool ready_ = false;  // READY=1 was sent: the ports came up and every lcore ran
+
+ private:
+  qs::ServiceNotifier notifier_;
+  bool failed_ = false;
+};
+
+// Reads `path` and reloads the data path's steering from it; the answer says
+// what happened ("applied: ..." or "refused: ..."), and is printed.
+std::string reload_steering(qs::Dataplane& dp, const std::string& path, const char* asked_by, qs::LiveView& live,
+                            std::string& live_path, Manager& manager) {
+  manager.reloading();
+  qs::SteeringState state = live.steering();
+  std::string answer;
+  try {
+    const qs::Profile next = qs::load_profile(path);
+    const auto outcome = dp.reload_steering(next);
+    if (outcome.applied) {
+      answer = "applied: " + outcome.message;
+      live_path = path;
+      ++state.reloads_applied;
+    } else {
+      answer = "refused: " + path + ": " + outcome.message + "; steering generation " +
+               std::to_string(outcome.generation) + " stays live";
+      ++state.reloads_refused;
+    }
+  } catch (const qs::ProfileError& e) {
+    answer = std::string("refused: ") + e.what() + "; steering generation " + std::to_string(dp.steering_generation()) +
+             " stays live";
+    ++state.reloads_refused;
+  }
+  state.last_reload = answer;
+  live.publish(steering_state(dp, live_path, std::move(state)));
+  std::printf("quicsteer: reload (%s) %s\n", asked_by, answer.c_str());
+  std::fflush(stdout);
+  manager.reloaded(answer);
+  return answer;
+}
+
+// The statistics file is opened (and created) at start-up, before EAL, so
+// that an unwritable path is an error before the run, not after it. A file
+// that did not exist is removed again; the run writes it at the end.
+bool check_output_path(const std::string& path, const char* what) {
+  if (path.empty()) return true;
+  bool created = true;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  }
+  if (fd < 0) {
+    std::fprintf(stderr, "quicsteer: cannot write the statistics file %s (%s): %s; fix the path or its directory\n",
+                 path.c_str(), what, std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (created) ::unlink(path.c_str());
+  if (!regular) {
+    std::fprintf(stderr, "quicsteer: the statistics file %s (%s) is not a regular file; name a file\n", path.c_str(),
+                 what);
+    return false;
+  }
+  return true;
+}
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: quicsteer [EAL args] -- --profile FILE [--duration SECONDS] [--stats-json FILE]\n"
+               "       quicsteer --check PROFILE\n"
+               "  --profile FILE      the deployment profile (YAML); its `eal` list is used when no EAL\n"
+               "                      arguments come before --\n"
+               "  --duration SECONDS  stop by itself after this long (overrides duration_s)\n"
+               "  --stats-json FILE   write the end-of-run statistics here (overrides stats.json)\n"
+               "  --check PROFILE     validate the profile, print it resolved, start nothing\n");
+}
+
+struct AppArgs {
+  std::string profile;
+  double duration = -1;
+  std::string stats_json;
+  bool stats_json_set = false;
+};
+
+bool parse_app_args(const std::vector<std::string>& a, AppArgs& out) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto value = [&](const char* name) -> const std::string* {
+      if (i + 1 >= a.size()) {
+        std::fprintf(stderr, "quicsteer: %s needs a value\n", name);
+        return nullptr;
+      }
+      return &a[++i];
+    };
+    if (a[i] == "--profile") {
+      const auto* v = value("--profile");
+      if (!v) return false;
+      out.profile = *v;
+    } else if (a[i] == "--duration") {
+      const auto* v = value("--duration");
+      if (!v) return false;
+      // The profile's rule for duration_s: decimal, finite, 0..86400.
+      try {
+        out.duration = qs::parse_seconds(*v, "quicsteer: --duration", 0, 86400);
+      } catch (const qs::ProfileError& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return false;
+      }
+    } else if (a[i] == "--stats-json") {
+      const auto* v = value("--stats-json");
+      if (!v) return false;
+      out.stats_json = *v;
+      out.stats_json_set = true;
+    } else if (a[i] == "--help" || a[i] == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "quicsteer: unknown argument '%s'\n", a[i].c_str());
+      usage(stderr);
+      return false;
+    }
+  }
+  if (out.profile.empty()) {
+    std::fprintf(stderr, "quicsteer: --profile FILE is required\n");
+    usage(stderr);
+    return false;
+  }
+  return true;
+}
+
+bool has_arg(const std::vector<std::string>& v, const char* a) {
+  for (const auto& s : v)
+    if (s == a || s.rfind(std::string(a) + "=", 0) == 0) return true;
+  return false;
+}
+
+long free_hugepages() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long value = 0;
+  while (in >> key >> value) {
+    if (key == "HugePages_Free:") return value;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// Virtual-device profiles also run where no hugepages are reserved.
+void fall_back_to_no_huge(const qs::Profile& p, std::vector<std::string>& eal) {
+  if (has_arg(eal, "--no-huge") || free_hugepages() > 0) return;
+  for (const auto& port : p.ports)
+    if (!port.is_vdev()) return;
+  std::printf("no free hugepages: running the virtual-device profile with --no-huge\n");
+  eal.push_back("--no-huge");
+  if (!has_arg(eal, "-m") && !has_arg(eal, "--socket-mem")) {
+    eal.push_back("-m");
+    eal.push_back("1024");
+  }
+  if (!has_arg(eal, "--no-shconf")) eal.push_back("--no-shconf");
+}
+
+std::string stats_json_path(const qs::Profile& profile, const AppArgs& args) {
+  return args.stats_json_set ? args.stats_json : profile.stats.json_path;
+}
+
+// "2", "0.5": drain.grace_s for a person.
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+// How often the control loop checks health (and feeds the watchdog when it
+// passes): twice per watchdog interval when the manager set a shorter one.
+std::chrono::milliseconds health_period(const qs::ServiceNotifier& n) {
+  const auto half = std::chrono::duration_cast<std::chrono::milliseconds>(n.watchdog_interval() / 2);
+  constexpr std::chrono::milliseconds kDefault{500};
+  if (n.watchdog_interval().count() == 0 || half >= kDefault) return kDefault;
+  return std::max(half, std::chrono::milliseconds(20));  // the loop's own step
+}
+
+int run(const qs::Profile& profile, std::vector<std::string> eal_args, const AppArgs& args) {
+  std::string notify_problem;
+  Manager manager(qs::ServiceNotifier::from_environment(&notify_problem));
+  if (!notify_problem.empty()) std::fprintf(stderr, "quicsteer: %s\n", notify_problem.c_str());
+  fall_back_to_no_huge(profile, eal_args);
+  try {
+    qs::init_eal("quicsteer", eal_args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  // dpdk-dumpcap attaches as a secondary process, which needs shared
+  // hugepage memory and the shared configuration: with both, quicsteer
+  // serves its capture requests (an RX/TX callback on the captured queues
+  // only while a capture runs; nothing otherwise).
+  const bool pdump = rte_eal_has_hugepages() != 0 && !has_arg(eal_args, "--no-shconf") &&
+                     !has_arg(eal_args, "--in-memory") && rte_eal_process_type() == RTE_PROC_PRIMARY;
+  if (pdump && rte_pdump_init() != 0) {
+    std::fprintf(stderr, "quicsteer: rte_pdump_init: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  if (pdump) std::printf("capture: dpdk-dumpcap can attach (rte_pdump_init)\n");
+  int status = 0;
+  try {
+    qs::Dataplane dp(profile);
+    const double duration = args.duration >= 0 ? args.duration : profile.duration_s;
+    const std::string json_path = stats_json_path(profile, args);
+    // The operator's live view: rte_telemetry commands always, Prometheus
+    // when the profile gives an address. Both read what this loop publishes.
+    auto live = std::make_shared<qs::LiveView>();
+    std::string live_path = profile.path;
+    live->publish(steering_state(dp, live_path, {}));
+    live->publish(dp.snapshot());
+    qs::attach_telemetry(live);
+    if (has_arg(eal_args, "--no-telemetry"))
+      std::printf("quicsteer: EAL runs with --no-telemetry: the /quicsteer/* commands are off (SIGHUP still reloads)\n");
+    std::unique_ptr<qs::PrometheusEndpoint> prometheus;
+    if (!profile.telemetry.prometheus_listen.empty()) {
+      qs::ListenAddress address;
+      qs::parse_listen_address(profile.telemetry.prometheus_listen, address);  // validated by the loader
+      prometheus = std::make_unique<qs::PrometheusEndpoint>(address, live);
+      std::printf("prometheus: http://%s/metrics (port %u), /healthz; up to %u clients at once\n",
+                  profile.telemetry.prometheus_listen.c_str(), unsigned(prometheus->port()), prometheus->max_clients());
+    }
+    std::printf("quicsteer: %zu lcores, %zu owners, policy %s, steering generation %llu (QUIC-LB configs: %zu, servers: %zu), %s\n",
+                profile.lcores.size(), profile.steering.owner_lcores.size(),
+                qs::policy_name(profile.backpressure.policy),
+                static_cast<unsigned long long>(dp.steering_generation()), profile.steering.quic_lb.size(),
+                profile.steering.server_routes.size(),
+                duration > 0 ? ("running for " + std::to_string(duration) + " s").c_str() : "running until SIGINT/SIGTERM");
+    std::fflush(stdout);  // a supervisor reading a pipe sees the start at once
+    dp.launch();
+    const auto start = std::chrono::steady_clock::now();
+    auto last_table = start;
+    auto last_health = start;
+    // Telemetry reads the snapshot the live table takes; with the table off,
+    // one is taken this often for it (the same cost as a table at that period).
+    const auto publish_period = std::chrono::milliseconds(profile.stats.period_ms != 0 ? profile.stats.period_ms : 1000);
+    const auto check_period = health_period(manager.notifier());
+    const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(profile.drain.grace_s));
+    // Set from SIGTERM on while the drain runs: every snapshot says so, and
+    // health with it (the route is withdrawn) while the data path forwards.
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_end;
+    const auto take_snapshot = [&] {
+      qs::StatsSnapshot snap = dp.snapshot();
+      snap.draining = draining;
+      return snap;
+    };
+    qs::StatsSnapshot prev = take_snapshot();
+    // Health (/healthz, /quicsteer/health, the service manager's READY and
+    // WATCHDOG) is judged every turn from the lcores' heartbeats and the
+    // links: cheap reads, no snapshot needed.
+    qs::HealthMonitor health(qs::stall_threshold(profile.action.tx_drain_us, profile.polling.idle_sleep_us));
+    bool healthy = false;
+    std::string unhealthy_reason = "not checked yet";
+    const char* stopping = "stopping: the duration is over";
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      dp.sample_port_counters();  // so that a device's counter reset is seen
+      // Live: the data path runs and its ports are up, drain or not. The
+      // watchdog follows this (a drain is a stop under way, not a fault);
+      // health is that and not draining.
+      const qs::Health live_verdict = health.judge(dp.health_sample(), std::chrono::steady_clock::now());
+      live->publish(draining && live_verdict.healthy ? qs::Health{false, "draining"} : live_verdict);
+      if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path, manager);
+      if (auto path = live->take_reload_request()) {
+        live->answer_reload(reload_steering(dp, path->empty() ? args.profile : *path, "/quicsteer/reload", *live,
+                                            live_path, manager));
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (g_interrupted.load()) {
+        stopping = "stopping on SIGINT";
+        break;
+      }
+      if (g_terminated.load() && !draining) {
+        // Before READY=1 no route was announced: nothing to drain.
+        if (grace.count() == 0 || !manager.ready_) {
+          stopping = "stopping on SIGTERM";
+          break;
+        }
+        draining = true;
+        drain_end = now + grace;
+        manager.tell("STOPPING=1\nSTATUS=draining: forwarding for " + seconds_text(profile.drain.grace_s) +
+                     " s more, then stopping");
+        std::printf("quicsteer: draining on SIGTERM: health is false (draining); forwarding for %s s more, then "
+                    "stopping (SIGINT stops at once)\n",
+                    seconds_text(profile.drain.grace_s).c_str());
+        std::fflush(stdout);
+        live->publish(take_snapshot());
+        live->publish(qs::Health{false, "draining"});  // whoever reads health sees the drain now
+        last_health = std::chrono::steady_clock::time_point{};  // and so does the next check
+      }
+      if (draining && now >= drain_end) {
+        stopping = "stopping on SIGTERM, the drain is over";
+        break;
+      }
+      if (duration > 0 && std::chrono::duration<double>(now - start).count() >= duration) break;
+      if (now - last_health >= check_period) {
+        last_health = now;
+        std::string reason = live_verdict.reason;
+        const bool live_now = live_verdict.healthy;
+        if (live_now) manager.tell("WATCHDOG=1");
+        const bool healthy_now = live_now && !draining;
+        if (live_now && draining) reason = "draining";
+        if (healthy_now != healthy || reason != unhealthy_reason) {
+          if (healthy_now) std::printf("quicsteer: health: true\n");
+          else std::printf("quicsteer: health: false (%s)\n", reason.c_str());
+          std::fflush(stdout);
+          if (healthy_now && !manager.ready_) {
+            manager.ready_ = true;
+            manager.tell("READY=1\nSTATUS=forwarding: every port up, every lcore running");
+          } else if (!draining) {
+            manager.tell(healthy_now ? "STATUS=forwarding" : "STATUS=unhealthy: " + reason);
+          }
+          healthy = healthy_now;
+          unhealthy_reason = reason;
+        }
+      }
+      if (now - last_table >= publish_period) {
+        last_table = now;
+        qs::StatsSnapshot snap = take_snapshot();
+        live->publish(snap);
+        if (profile.stats.period_ms != 0) qs::print_stats_table(stdout, snap, prev);
+        prev = std::move(snap);
+      }
+    }
+    live->close();
+    live->publish(qs::Health{false, "stopping"});
+    if (!draining) manager.tell("STOPPING=1");
+    std::printf("quicsteer: %s\n", stopping);
+    dp.stop();
+    qs::StatsSnapshot final_stats = dp.snapshot();
+    live->publish(final_stats);
+    const std::int64_t leaked = dp.close_ports_and_count_leaks();
+    final_stats.mbufs_held_by_devices = dp.mbufs_held_by_devices();
+    final_stats.mbufs_kept_by_drivers = dp.mbufs_kept_by_drivers();
+    qs::print_summary(stdout, final_stats, leaked);
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      out << qs::stats_json(final_stats, profile.path, leaked, dp.pool_size());
+      if (!out) {
+        std::fprintf(stderr, "quicsteer: cannot write %s\n", json_path.c_str());
+        status = 1;
+      } else {
+        std::printf("  statistics written to %s\n", json_path.c_str());
+      }
+    }
+    if (leaked != 0) {
+      std::fprintf(stderr, "quicsteer: %lld mbufs were not returned to the pool\n", static_cast<long long>(leaked));
+      status = 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quicsteer: %s\n", e.what());
+    status = 1;
+  }
+  qs::attach_telemetry(nullptr);
+  if (pdump) rte_pdump_uninit();
+  rte_eal_cleanup();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  handle_stop_signals();
+  std::vector<std::string> all(argv + 1, argv + argc);
+  if (!all.empty() && all[0] == "--check") {
+    if (all.size() != 2) {
+      usage(stderr);
+      return 2;
+    }
+    const auto profile = qs::load_profile_or_report(all[1]);
+    if (!profile) return 1;
+    std::fputs(qs::dump_profile(*profile).c_str(), stdout);
+    return 0;
+  }
+  if (!all.empty() && (all[0] == "--help" || all[0] == "-h")) {
+    usage(stdout);
+    return 0;
+  }
+  auto [eal, app, has_separator] = qs::split_eal_args(all);
+  if (!has_separator) {
+    // No "--": everything is for the application.
+    app = eal;
+    eal.clear();
+  }
+  AppArgs args;
+  if (!parse_app_args(app, args)) return 2;
+  const auto loaded = qs::load_profile_or_report(args.profile);
+  if (!loaded) return 1;
+  const qs::Profile& profile = *loaded;
+  if (eal.empty()) eal = profile.eal;
+  if (!check_output_path(stats_json_path(profile, args), args.stats_json_set ? "--stats-json" : "stats.json"))
+    return 1;
+  return run(profile, eal, args);
+}

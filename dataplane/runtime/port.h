@@ -1,0 +1,69 @@
+// Ports as the profile describes them: found or hot-plugged, configured,
+// started, and stopped again. Control path only; errors are exceptions whose
+// message names the profile's port and what the driver said.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/config/profile.h"
+
+struct rte_mempool;
+struct rte_eth_desc_lim;
+
+namespace qs {
+
+class PortError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The DPDK port id for cfg.device. A vdev that does not exist yet is probed
+// from its devargs; a PCI device must have been probed by EAL.
+std::uint16_t find_or_probe_port(const PortConfig& cfg);
+
+// Configures queues, descriptors, RSS, MTU, flow control and per-queue drop
+// on port_id and starts it. Prints one line per port saying what is in force
+// (RSS hash types, flow control accepted or not, the back-pressure mode).
+// RX queue q fills from rx_queue_pools[q] and has its descriptors on that
+// pool's socket (one entry per RX queue of cfg). `one_pool`: every mbuf the
+// port will transmit comes from a single pool, with a reference count of 1,
+// which lets the driver free them in bulk (tx_fast_free).
+void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
+                              const std::vector<rte_mempool*>& rx_queue_pools, bool one_pool);
+// Every RX queue from the one pool (tools that make a single pool).
+void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg, rte_mempool* pool);
+
+// The TX offloads to ask for: RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE when the
+// driver offers it (`tx_offload_capa`) and every mbuf a TX queue sees comes
+// from one pool with a reference count of 1, which is what the offload asks
+// the application to guarantee. quicsteer transmits the mbufs it received
+// and never shares one; with one pool per NUMA socket, a queue may see
+// mbufs of several pools, so the offload then stays off.
+std::uint64_t tx_offloads(std::uint64_t tx_offload_capa, bool one_pool);
+
+// Throws PortError unless `want` descriptors (dir: "rx" or "tx") lie in the
+// driver's range and meet its alignment. Used by configure_and_start_port.
+void check_descriptors(const PortConfig& cfg, const char* dir, std::uint16_t want,
+                       const rte_eth_desc_lim& lim);
+
+// What start-up says about spreading flows over RX queues: RSS in force
+// (the hash types), a driver that spreads flows by other means
+// (net_af_packet: the kernel's fanout), or queues that each have their own
+// source. `rss_hf` is what was asked of the driver (0: no RSS).
+std::string rss_note(const PortConfig& cfg, const std::string& driver_name, std::uint64_t rss_hf);
+
+// Stops and closes the port; a vdev that was hot-plugged is removed too.
+void stop_and_close_port(std::uint16_t port_id);
+
+// For a net_ring port: frees the mbufs still in the rings of a net_ring vdev
+// made from devargs (what its TX queues sent and nobody received), which
+// rte_eth_dev_close would free with the rings still holding them. Returns
+// how many; 0 for every other driver. Call after the lcores stopped.
+unsigned free_mbufs_in_net_ring(std::uint16_t port_id);
+
+// The port's driver name ("net_af_xdp", "net_pcap", ...), "" if unknown.
+std::string port_driver_name(std::uint16_t port_id);
+
+}  // namespace qs
