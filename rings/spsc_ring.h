@@ -18,8 +18,8 @@
 // - Burst operations move as many items as fit and return the count; bulk
 //   operations move all n or none.
 //
-// Thread rules: exactly one producer thread calls enqueue_*, free_count and
-// producer_below_watermark; exactly one consumer thread calls dequeue_*.
+// Thread rules: exactly one producer thread calls enqueue_* and free_count;
+// exactly one consumer thread calls dequeue_*.
 // size() may be called from any thread.
 //
 // Items are copied in and moved out; T's copy constructor, move assignment and
@@ -100,8 +100,7 @@ class SpscRing {
   // Occupancy. Exact when nothing runs concurrently; otherwise a snapshot that
   // was true at some instant during the call. Reads both shared indices: from
   // the producer that costs one line transfer if the consumer has dequeued
-  // since the producer last looked (and vice versa). A producer checking a
-  // high watermark before every burst should prefer producer_below_watermark.
+  // since the producer last looked (and vice versa).
   std::size_t size() const noexcept {
     // head before tail: the tail read afterwards is at least the tail the
     // consumer had seen when it published this head, so tail - head >= 0.
@@ -133,18 +132,6 @@ class SpscRing {
       occupancy = producer_.tail - producer_.cached_head;
     }
     return occupancy;
-  }
-
-  // Producer. True when occupancy is below high_watermark. Works from the
-  // producer's cached copy of the consumer index, which can only overstate
-  // occupancy; only when that copy says "at or above" does it reread the
-  // shared index (refreshing the copy enqueue uses too). So while the ring is
-  // below the mark this costs no cross-core traffic.
-  bool producer_below_watermark(std::size_t high_watermark) noexcept {
-    if (producer_.tail - producer_.cached_head < high_watermark) return true;
-    // Pairs with the consumer's release store of head in consume().
-    producer_.cached_head = head_.value.load(std::memory_order_acquire);
-    return producer_.tail - producer_.cached_head < high_watermark;
   }
 
  private:
@@ -212,9 +199,9 @@ class SpscRing {
     }
     consumer_.head = head + n;
     prefetch_next(head + n, n);
-    // Pairs with the producer's acquire load of head in room_for() /
-    // producer_below_watermark() / free_count() (and in size()): the reads
-    // above complete before the producer may reuse these slots.
+    // Pairs with the producer's acquire load of head in room_for() and
+    // free_count() (and in size()): the reads above complete before the
+    // producer may reuse these slots.
     head_.value.store(head + n, std::memory_order_release);
   }
 

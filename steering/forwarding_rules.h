@@ -112,7 +112,6 @@ class ForwardingTables {
   ForwardingTable& setup() { return setup_; }
   const ForwardingTable& established() const { return established_; }
   const ForwardingTable& setup() const { return setup_; }
-  std::uint32_t idle_timeout_ms() const { return idle_ms_; }
 
   // The tables' keys: a DCID; a 4-tuple; a 4-tuple and a long header's SCID.
   std::uint64_t cid_key(const std::uint8_t* frame, const ParsedPacket& p) const {

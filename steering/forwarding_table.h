@@ -273,7 +273,6 @@ class ForwardingTable {
       for (unsigned i = 0; i < kSlotsPerBucket; ++i) n += buckets_[b].word[i].load(std::memory_order_relaxed) != 0;
     return n;
   }
-  Policy policy() const { return policy_; }
 
  private:
   struct alignas(64) Bucket {

@@ -5,7 +5,7 @@ namespace qs {
 void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
                                       const std::uint16_t* lens, unsigned n,
                                       Decision* out, const std::uint32_t* frame_lens,
-                                      std::uint32_t now_ms, LearnCounts* counts) const {
+                                      std::uint32_t now_ms, LearnCounts* counts) {
   LearnCounts ignored;
   LearnCounts& learn = counts != nullptr ? *counts : ignored;
   constexpr unsigned kChunk = 64;

@@ -8,7 +8,10 @@
 // With forwarding tables (use_tables), DCIDs QUIC-LB does not route go
 // through the tables' rules (steering/forwarding_rules.h), which learn as
 // they route: the tables are shared, mutable state, and `now_ms` (a clock in
-// milliseconds, wrapping) ages their entries.
+// milliseconds, wrapping) ages their entries. So classify, resolve and
+// classify_burst are not const: they may write. Several lcores call them at
+// once on one classifier all the same: what they write is the tables, which
+// are made for concurrent use; the classifier's own members never change.
 #pragma once
 
 #include <cstddef>
@@ -40,10 +43,9 @@ class PacketClassifier {
   // Routes through `tables` from now on (nullptr: no tables). The tables
   // must outlive their use here.
   void use_tables(ForwardingTables* tables) { tables_ = tables; }
-  ForwardingTables* tables() const { return tables_; }
 
   Decision classify(const std::uint8_t* frame, std::size_t len, std::uint32_t now_ms = 0,
-                    LearnCounts* counts = nullptr) const {
+                    LearnCounts* counts = nullptr) {
     Decision d;
     parse_packet(frame, len, parser_, d.packet);
     d.resolution = resolve(frame, d.packet, now_ms, counts);
@@ -53,7 +55,7 @@ class PacketClassifier {
   // The owner of a frame parse_packet already parsed (with this classifier's
   // parser_config()), through the tables when there are some.
   Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p, std::uint32_t now_ms = 0,
-                     LearnCounts* counts = nullptr) const {
+                     LearnCounts* counts = nullptr) {
     if (tables_ != nullptr && routes_by_dcid(p)) {
       LearnCounts ignored;
       const Resolution r = resolver_.resolve_quic_lb(p.dcid(frame), p.dcid_len);
@@ -68,7 +70,7 @@ class PacketClassifier {
   // first segment is frames[i] (see parse_packet).
   void classify_burst(const std::uint8_t* const* frames, const std::uint16_t* lens, unsigned n,
                       Decision* out, const std::uint32_t* frame_lens = nullptr,
-                      std::uint32_t now_ms = 0, LearnCounts* counts = nullptr) const;
+                      std::uint32_t now_ms = 0, LearnCounts* counts = nullptr);
 
  private:
   bool routes_by_dcid(const ParsedPacket& p) const {

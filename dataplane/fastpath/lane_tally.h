@@ -5,7 +5,7 @@
 // when most packets are of one kind those waits form a chain as long as the
 // burst. A shift and an add in a register do not: the ring_loop demo's
 // classification went from about 19 to 13 TSC cycles per packet in the loop
-// that tallies its classes and routing rules (see the README's Benchmarks).
+// that tallies its classes and routing rules (tests/bench/RESULTS.md).
 //
 // Eight lanes of eight bits: kinds below 8, and at most 255 packets per
 // tally, which a burst (kMaxBurst) never exceeds.

@@ -67,13 +67,14 @@ struct LcoreContext {
   std::vector<MbufRing*> out_rings;      // by owner index; nullptr for itself
   std::vector<RingStats*> out_ring_stats;
   std::vector<Doorbell*> out_doorbells;  // by owner index; nullptr: that owner polls, never sleeps on one
-  // The steering in force. Loaded again before each burst is classified, so
-  // that a reload (Dataplane::reload_steering) takes effect between bursts,
-  // without a lock and without pausing RX. The lcore reports a quiescent
-  // state to `rcu` (as thread `rcu_thread`) at the top of every iteration,
-  // where it holds no classifier, and is offline while it sleeps; a replaced
-  // classifier is freed only once every lcore has reported one since.
-  const std::atomic<const MbufClassifier*>* classifier = nullptr;
+  // The slot that holds the steering in force: loaded again before each
+  // burst is classified, so that a reload (Dataplane::reload_steering) takes
+  // effect between bursts, without a lock and without pausing RX. The lcore
+  // reports a quiescent state to `rcu` (as thread `rcu_thread`) at the top of
+  // every iteration, where it holds no classifier, and is offline while it
+  // sleeps; a replaced classifier is freed only once every lcore has reported
+  // one since.
+  const std::atomic<MbufClassifier*>* live_classifier = nullptr;
   rte_rcu_qsbr* rcu = nullptr;
   unsigned rcu_thread = 0;
   // Owners (by index) for which a ticket of this lcore holds packets. A

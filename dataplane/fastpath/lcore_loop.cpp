@@ -19,7 +19,6 @@
 #include <rte_udp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "dataplane/fastpath/backend_delivery.h"
@@ -516,7 +515,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   RxClass cls[kMaxBurst];
   SteerMeta meta[kMaxBurst];
   RouteCounts routes;
-  const bool one_owner = c.classifier->load(std::memory_order_acquire)
+  const bool one_owner = c.live_classifier->load(std::memory_order_acquire)
                              ->classify(pkts, n, owner, cls, meta, c.owner_index < 0 ? kNoOwner : std::uint16_t(c.owner_index),
                                        std::uint32_t(now / c.tsc_per_ms), routes);
   count_routes(q.stats, routes);

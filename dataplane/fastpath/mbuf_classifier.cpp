@@ -21,7 +21,7 @@ MbufClassifier::~MbufClassifier() = default;
 void MbufClassifier::use_tables(ForwardingTables* tables) { impl_->classifier.use_tables(tables); }
 
 bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
-                              std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) const {
+                              std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) {
   // classify_burst writes each of the n decisions whole before it reads one,
   // and reads only the n frames filled below, so none of these is
   // initialised: a burst's worth of default-constructed decisions is a 1 KB
@@ -80,8 +80,7 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     // packet's SteerMeta into its mbuf cost the demo layout (every packet
     // owned where it arrives) 14 cycles per packet in one of the VM's phases
     // and 60 in the other, and keeping every one in the array as well cost
-    // the split layout (every packet handed over) 7 and 14 % (README,
-    // Benchmarks).
+    // the split layout (every packet handed over) 7 and 14 % (tests/bench/RESULTS.md).
     if (owner[i] == local_owner) {
       meta[i] = m;
     } else {

@@ -57,7 +57,7 @@ class MbufClassifier {
   // (true for an empty burst): the receive loop then hands the burst over
   // whole, without grouping it.
   bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
-                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) const;
+                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts);
 
  private:
   struct Impl;

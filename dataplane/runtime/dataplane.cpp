@@ -167,7 +167,7 @@ void Dataplane::build_lcores() {
     ctx->state = &state_;
     const auto it = std::find(owners.begin(), owners.end(), l.id);
     ctx->owner_index = it == owners.end() ? -1 : int(it - owners.begin());
-    ctx->classifier = &live_classifier_;
+    ctx->live_classifier = &live_classifier_;
     ctx->rcu = rcu_;
     ctx->rcu_thread = unsigned(lcores_.size());
     rte_rcu_qsbr_thread_register(rcu_, ctx->rcu_thread);

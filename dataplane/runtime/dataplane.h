@@ -131,7 +131,7 @@ class Dataplane {
   // The classifier in force (what live_classifier_ points at) and what the
   // lcores wait on for a reload's grace period.
   std::unique_ptr<MbufClassifier> classifier_;
-  std::atomic<const MbufClassifier*> live_classifier_{nullptr};
+  std::atomic<MbufClassifier*> live_classifier_{nullptr};
   // Forward with backends: the delivery plan in force, swapped with the
   // classifier by a reload; null without backends.
   std::unique_ptr<DeliveryPlan> delivery_;

@@ -127,7 +127,7 @@ struct PolledQueue {
 // front of `pkts`, in arrival order, with its owner at the same index of
 // `owner`. Counts what was read and what was freed. Returns how many were
 // kept; `read` says how many the queue gave.
-inline unsigned receive_classified(const PolledQueue& q, const MbufClassifier& classifier, unsigned burst,
+inline unsigned receive_classified(const PolledQueue& q, MbufClassifier& classifier, unsigned burst,
                                    rte_mbuf** pkts, std::uint16_t* owner, Counter& rx, Counter& unclassifiable,
                                    unsigned& read) {
   RxClass cls[kMaxBurst];

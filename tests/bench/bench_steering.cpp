@@ -133,8 +133,8 @@ FrameSet make_frames(int config_id) {
   return set;
 }
 
-const qs::PacketClassifier& classifier() {
-  static const qs::PacketClassifier c(qs::test::fixture_steering_config());
+qs::PacketClassifier& classifier() {
+  static qs::PacketClassifier c(qs::test::fixture_steering_config());
   return c;
 }
 
@@ -194,7 +194,7 @@ void BM_parse(benchmark::State& state) {
 }
 
 void run_classify_burst(benchmark::State& state, const FrameSet& set, qs::ResolveMethod expected,
-                        const qs::PacketClassifier& c = classifier()) {
+                        qs::PacketClassifier& c = classifier()) {
   qs::Decision out[kBurst];
   c.classify_burst(set.ptrs.data(), set.lens.data(), kBurst, out);
   if (out[0].resolution.how != expected) {
@@ -289,7 +289,7 @@ void BM_learned_miss(benchmark::State& state) {
 
 void BM_single_pass_unbatched(benchmark::State& state) {
   const FrameSet set = make_frames(1);
-  const qs::PacketClassifier& c = classifier();
+  qs::PacketClassifier& c = classifier();
   qs::Decision out[kBurst];
   std::size_t off = 0;
   for (auto _ : state) {

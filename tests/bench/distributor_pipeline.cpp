@@ -95,7 +95,7 @@ struct Shared {
 struct DistributorLcore {
   Shared* shared = nullptr;
   std::vector<baseline::PolledQueue> queues;
-  const qs::MbufClassifier* classifier = nullptr;
+  qs::MbufClassifier* classifier = nullptr;
   unsigned burst = 32;
   DistributorStats stats;
 };
@@ -195,7 +195,7 @@ int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   if (shared.dist == nullptr)
     throw std::runtime_error(std::string("rte_distributor_create: ") + rte_strerror(rte_errno));
 
-  const qs::MbufClassifier classifier(profile.steering);
+  qs::MbufClassifier classifier(profile.steering);
   auto dl = std::make_unique<DistributorLcore>();
   dl->shared = &shared;
   dl->classifier = &classifier;

@@ -145,7 +145,7 @@ struct ProducerLcore {
   Shared* shared = nullptr;
   std::uint8_t event_port = 0;
   std::vector<baseline::PolledQueue> queues;
-  const qs::MbufClassifier* classifier = nullptr;
+  qs::MbufClassifier* classifier = nullptr;
   unsigned burst = 32;
   const std::vector<std::unique_ptr<WorkerLcore>>* workers = nullptr;  // their processed counts, for the drain
   ProducerStats stats;
@@ -524,7 +524,7 @@ int run(const qs::Profile& profile, const baseline::AppArgs& args) {
   std::uint64_t flushed_at_stop = 0;
   const bool created = set_up_event_device(shared, n_workers, symmetric, profile.rings.burst, &flushed_at_stop);
 
-  const qs::MbufClassifier classifier(profile.steering);
+  qs::MbufClassifier classifier(profile.steering);
   const std::uint64_t seed = rte_rand();
   std::vector<std::unique_ptr<WorkerLcore>> workers;     // the producer's workers
   std::unique_ptr<ProducerLcore> producer;

@@ -165,7 +165,7 @@ TEST_F(Backends, L2SendsEveryConnectionToItsBackendFromItsOwner) {
 TEST_F(Backends, DrainedBackendKeepsItsConnectionsAndDownBackendGetsNothing) {
   const std::size_t half = traffic_.frames.size() / 2;
   const std::string after = fleet_profile({{2, "draining"}, {5, "down"}});
-  const PacketClassifier drained(parse_test_profile(after).steering);
+  PacketClassifier drained(parse_test_profile(after).steering);
   std::map<std::uint64_t, Sent> sent;
   std::array<std::uint8_t, 6> port_mac{};
   Dataplane::SteeringReload reload;

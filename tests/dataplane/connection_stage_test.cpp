@@ -188,7 +188,7 @@ class ConnectionStageTest : public ::testing::Test {
     options.migrate = 0.2;
     options.nat_rebind = 0.2;
     traffic_ = traffic::generate_traffic(options);
-    const MbufClassifier classifier(steering());
+    MbufClassifier classifier(steering());
     for (const auto& p : traffic_.packets) {
       rte_mbuf* m = rte_pktmbuf_alloc(pool_);
       ASSERT_NE(m, nullptr);

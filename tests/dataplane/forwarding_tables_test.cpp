@@ -56,7 +56,7 @@ RandomCidTraffic make_traffic() {
   RandomCidTraffic r;
   const SteeringConfig steering = parse_test_profile(profile(false)).steering;
   r.t = prepare(o, kLcores, steering);
-  const PacketClassifier plain(steering);
+  PacketClassifier plain(steering);
   for (const auto& c : r.t.traffic.connections)
     r.owner_of_connection.push_back(
         plain.resolver().fallback_owner_for_dcid(c.client_initial_dcid.data(), c.client_initial_dcid.size()));

@@ -84,7 +84,7 @@ TEST_F(Affinity, EveryConnectionLeavesOneOwnerInOrderAcrossMigrations) {
   // Per connection and RX queue, the last sequence number seen leaving.
   std::map<std::pair<int, unsigned>, std::uint64_t> last_seq;
   std::map<int, std::set<unsigned>> owners_of_connection;
-  const PacketClassifier reference(steering_);
+  PacketClassifier reference(steering_);
   for (const DeliveredPacket& d : r.delivered) {
     const auto& p = packets[d.seq];
     const Decision& decision = traffic_.decision[d.seq];

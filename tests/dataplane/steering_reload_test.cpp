@@ -89,7 +89,7 @@ TEST_F(SteeringReload, AddThenRetireAQuicLbConfigUnderTrafficKeepsEveryOwner) {
   RingPort port(kLcores, 1024, kLcores, 1 << 16);
   const Profile p_only0 = parse_test_profile(kOnly0, port.device()), p_both = parse_test_profile(kBoth, port.device()),
                 p_only1 = parse_test_profile(kOnly1, port.device());
-  const PacketClassifier under[3] = {PacketClassifier(p_only0.steering), PacketClassifier(p_both.steering),
+  PacketClassifier under[3] = {PacketClassifier(p_only0.steering), PacketClassifier(p_both.steering),
                                      PacketClassifier(p_only1.steering)};
   // Generation 1 (config 0): the first half of config 0's traffic. Generation
   // 2 (configs 0 and 1): the rest of it, interleaved with the first half of
@@ -200,7 +200,7 @@ TEST_F(SteeringReload, RefusedReloadChangesNothingAndSaysWhy) {
   // refused reloads; the live configuration must still be generation 1.
   RingPort port(kLcores, 1024, kLcores, 1 << 16);
   const Profile live = parse_test_profile(kOnly0, port.device());
-  const PacketClassifier reference(live.steering);
+  PacketClassifier reference(live.steering);
   std::vector<const std::vector<std::uint8_t>*> frames;
   std::vector<unsigned> queue_of;
   for (const auto& p : t1_.packets) {

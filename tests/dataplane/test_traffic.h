@@ -74,7 +74,7 @@ inline PreparedTraffic prepare(const traffic::TrafficOptions& options, unsigned 
                                const SteeringConfig& steering) {
   PreparedTraffic t;
   t.traffic = traffic::generate_traffic(options);
-  const PacketClassifier classifier(steering);
+  PacketClassifier classifier(steering);
   for (const auto& p : t.traffic.packets) {
     t.frames.push_back(&p.frame);
     t.queue_of.push_back(rss_queue(p.frame, rx_queues));

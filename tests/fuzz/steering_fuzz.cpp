@@ -25,12 +25,12 @@ namespace {
   std::abort();
 }
 
-const qs::PacketClassifier& classifier() {
-  static const qs::PacketClassifier c(qs::test::fixture_steering_config());
+qs::PacketClassifier& classifier() {
+  static qs::PacketClassifier c(qs::test::fixture_steering_config());
   return c;
 }
-const qs::PacketClassifier& openssl_classifier() {
-  static const qs::PacketClassifier c(qs::test::fixture_steering_config(),
+qs::PacketClassifier& openssl_classifier() {
+  static qs::PacketClassifier c(qs::test::fixture_steering_config(),
                                       qs::QuicLbCodec::AesBackend::kOpenSsl);
   return c;
 }

@@ -234,7 +234,7 @@ TEST_P(HostileTraffic, EveryFrameIsAccountedForAndNothingLeaks) {
   std::mt19937_64 rng(15);
   const std::vector<Frame> frames = c.make(rng);
   const std::string yaml = profile(action);
-  const PacketClassifier reference(parse_test_profile(yaml).steering);
+  PacketClassifier reference(parse_test_profile(yaml).steering);
   std::uint64_t malformed = 0, not_udp = 0;
   std::vector<const Frame*> ptrs;
   std::vector<unsigned> queue_of;

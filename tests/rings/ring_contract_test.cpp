@@ -194,14 +194,6 @@ void random_rounds(std::uint64_t seed, Check&& check) {
   }
 }
 
-TEST(SpscRingContract, ProducerWatermarkMatchesOccupancy) {
-  random_rounds(7, [](qs::SpscRing<std::uint64_t>& ring, std::size_t used, std::mt19937_64&) {
-    for (std::size_t mark = 0; mark <= 17; ++mark) {
-      ASSERT_EQ(ring.producer_below_watermark(mark), used < mark) << "used=" << used << " mark=" << mark;
-    }
-  });
-}
-
 // The producer's cached occupancy never understates the true one, and below
 // `reread_at` it is exactly what the producer last knew: whenever it says
 // "at or above reread_at" it has reread the consumer's index, so then it is

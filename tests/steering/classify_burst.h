@@ -10,7 +10,7 @@
 
 namespace qs::test {
 
-inline std::vector<Decision> classify_as_burst(const PacketClassifier& classifier,
+inline std::vector<Decision> classify_as_burst(PacketClassifier& classifier,
                                                const std::vector<std::vector<std::uint8_t>>& frames,
                                                std::uint32_t now_ms = 0, LearnCounts* counts = nullptr) {
   std::vector<const std::uint8_t*> ptrs;

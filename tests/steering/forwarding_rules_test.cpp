@@ -307,7 +307,7 @@ Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
 
 // A connection's first Initial (odcid), its Handshake to the server's CID
 // and a short header, classified in one burst.
-std::vector<Decision> handshake_in_one_burst(const PacketClassifier& classifier, const Tuple& t, const Bytes& odcid,
+std::vector<Decision> handshake_in_one_burst(PacketClassifier& classifier, const Tuple& t, const Bytes& odcid,
                                              const Bytes& scid, const Bytes& server_cid, LearnCounts& counts) {
   return test::classify_as_burst(classifier,
                                 {long_packet(t, traffic::LongType::kInitial, odcid, scid),
@@ -436,7 +436,7 @@ TEST(RulesBurst, AFailedDecodeKeepsItsPlaceInArrivalOrder) {
   ForwardingTables tables(config.forwarding, config.fallback_key);
   PacketClassifier classifier(config);
   classifier.use_tables(&tables);
-  const PacketClassifier plain(two_owners(false));
+  PacketClassifier plain(two_owners(false));
   std::mt19937_64 rng(3);
   const Tuple t;
   Bytes odcid = cid_of(rng, 17);
@@ -575,7 +575,7 @@ TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
   ForwardingTables tables(config.forwarding, config.fallback_key);
   PacketClassifier c(config);
   c.use_tables(&tables);
-  const PacketClassifier plain(two_owners(false));
+  PacketClassifier plain(two_owners(false));
   std::mt19937_64 rng(29);
   LearnCounts counts;
   auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };

@@ -286,7 +286,7 @@ TEST(OwnerResolverConfig, RejectsInconsistentProfiles) {
 // version it arrives with, it reaches the same owner.
 TEST(OwnerResolverFallback, SameDcidSameOwnerWhateverTheTuple) {
   const SteeringConfig config = test::fixture_steering_config();
-  const PacketClassifier classifier(config);
+  PacketClassifier classifier(config);
   std::vector<std::uint8_t> base;
   for (const auto& f : test::packet_fixtures())
     if (std::string(f.name) == "v1_initial_ipv4") base = f.bytes();
@@ -311,9 +311,9 @@ TEST(OwnerResolverMode, FourTupleIgnoresTheDcidCidFollowsIt) {
   for (const auto& f : test::packet_fixtures())
     if (std::string(f.name) == "v1_handshake_vlan_quic_lb_single_pass") base = f.bytes();
   ASSERT_FALSE(base.empty());
-  const PacketClassifier by_cid(config);
+  PacketClassifier by_cid(config);
   config.mode = SteeringMode::kFourTuple;
-  const PacketClassifier by_tuple(config);
+  PacketClassifier by_tuple(config);
   const Decision first = by_cid.classify(base.data(), base.size());
   ASSERT_EQ(first.resolution.how, ResolveMethod::kQuicLb);
   std::vector<std::vector<std::uint8_t>> frames;

@@ -142,7 +142,7 @@ TEST_F(Fixtures, BurstEqualsSingleFrames) {
   std::vector<std::vector<std::uint8_t>> frames;
   for (int round = 0; round < 3; ++round)  // > one 64-frame chunk
     for (const auto& f : packet_fixtures()) frames.push_back(f.bytes());
-  for (const PacketClassifier* c : {&classifier_, &openssl}) {
+  for (PacketClassifier* c : {&classifier_, &openssl}) {
     const std::vector<Decision> out = test::classify_as_burst(*c, frames);
     for (std::size_t i = 0; i < frames.size(); ++i) {
       const Decision one = classifier_.classify(frames[i].data(), frames[i].size());
@@ -326,7 +326,7 @@ TEST(ParserZeroLengthCids, ShortHeaderWithEmptyDcidRoutesByTuple) {
   SteeringConfig c;
   c.short_dcid_len = 0;
   c.owner_lcores = {1, 2};
-  const PacketClassifier classifier(c);
+  PacketClassifier classifier(c);
   for (const auto& f : packet_fixtures()) {
     if (std::string(f.name) != "short_header_without_dcid") continue;
     const auto bytes = f.bytes();
