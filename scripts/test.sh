@@ -3,8 +3,15 @@
 # cli suites); every suite again under AddressSanitizer+UBSan (the EAL data
 # path, its in-process integration tests and the binaries included); and the
 # 'tsan' suite (the rings, and the integration tests that run several lcores
-# at once) under ThreadSanitizer. Ends with the line "N passed, N failed" and
-# exits non-zero on any failure.
+# at once) under ThreadSanitizer.
+#
+# Ends with the skipped tests by name, one line each, "skipped: BUILD/TEST
+# (reason)" (the reason is the line the test printed when it exited 77), then
+# the line "N passed, N failed, N skipped". The same names, with their suites
+# and reasons tab-separated, are in results/test-logs/skipped.txt (.ci/run
+# fails when a suite that the CI machines can run is among them). Exits
+# non-zero on any failure; a skip alone is not one, so that a user without
+# root (realquic, scaleout, pktgen and afxdp need it) still gets exit 0.
 #
 # DPDK's own libraries are not instrumented; what the sanitizers must be told
 # about them is in tests/sanitizers/ (each entry explained there).
@@ -21,8 +28,11 @@ sanitizers=${QS_SANITIZERS-asan tsan}
 jobs=$(nproc)
 passed=0
 failed=0
+skipped=0
 logdir=results/test-logs
 mkdir -p "$logdir"
+skipfile=$logdir/skipped.txt
+: >"$skipfile"
 supp=$PWD/tests/sanitizers
 
 # configure DIR [meson options...]
@@ -46,21 +56,24 @@ run_suites() {
     return
   fi
   echo "== $name: testing"
+  local testlog=$dir/meson-logs/testlog.json
+  rm -f "$testlog"
   meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes "$jobs" \
     --timeout-multiplier "$mult" "$@" 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout|Unexpected Pass|Skipped):' || true
-  local ok fail timeout upass
-  ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
-  fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
-  timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
-  upass=$(sed -n 's/^Unexpected Pass: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
-  if [ -z "$ok" ]; then
+  # meson prints its summary ("Ok: N" ...) only when the run finished; the
+  # counts and the skipped tests' names come from the testlog.
+  local counts
+  if ! grep -q '^Ok: *[0-9]' "$log" || ! counts=$(python3 scripts/testlog_summary.py "$name" "$testlog" "$skipfile"); then
     echo "== $name: meson test did not finish (see $log)"
     failed=$((failed + 1))
     return
   fi
+  local ok fail skip
+  read -r ok fail skip <<<"$counts"
   passed=$((passed + ok))
-  failed=$((failed + ${fail:-0} + ${timeout:-0} + ${upass:-0}))
-  echo "== $name: $ok passed, $(( ${fail:-0} + ${timeout:-0} + ${upass:-0} )) failed"
+  failed=$((failed + fail))
+  skipped=$((skipped + skip))
+  echo "== $name: $ok passed, $fail failed, $skip skipped"
 }
 
 if configure build; then
@@ -95,5 +108,8 @@ for s in $sanitizers; do
   esac
 done
 
-echo "$passed passed, $failed failed"
+while IFS=$'\t' read -r test suites reason; do
+  echo "skipped: $test${reason:+ ($reason)}"
+done <"$skipfile"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
