@@ -109,22 +109,25 @@ ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.78.0.2 443 "$
 SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
 TX_DROPPED=$(ip -n "$S" -s -j link show qsxd-tx | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["dropped"])')
 
-# Until the port has accounted for every datagram (received or missed), at
-# most 60 s: what the socket's ring held when the sender stopped arrives once
-# the slow owner has drained its ring and the receiver polls again.
+# Until the port has accounted for every datagram (received or missed) and
+# the owners for every packet received (processed or dropped: none still in a
+# ring or a parking ticket, which stopping would drop as `shutdown`), at most
+# 60 s: what the socket's ring held when the sender stopped arrives once the
+# slow owner has drained its ring and the receiver polls again.
 accounted() {
-  ip netns exec "$Q" python3 - "$METRICS_PORT" <<'PY'
+  ip netns exec "$Q" python3 - "$METRICS_PORT" "$SENT" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
-total = 0
-for line in text.splitlines():
-    if line.startswith(("quicsteer_port_rx_packets_total{", "quicsteer_port_rx_missed_total{")):
-        total += int(float(line.rsplit(" ", 1)[1]))
-print(total)
+def total(*names):
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith(names))
+received = total("quicsteer_port_rx_packets_total{")
+missed = total("quicsteer_port_rx_missed_total{")
+done = total("quicsteer_owner_processed_packets_total{", "quicsteer_drops_total{")
+print("yes" if received + missed >= int(sys.argv[2]) and done >= received else "no")
 PY
 }
 for _ in $(seq 1 600); do
-  [ "$(accounted)" -ge "$SENT" ] && break
+  [ "$(accounted)" = yes ] && break
   sleep 0.1
 done
 kill -INT "$QS_PID"
