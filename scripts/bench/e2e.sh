@@ -29,9 +29,7 @@
 # testpmd, quicsteer and the two DPDK-native pipelines alike. The main lcores are idle
 # (testpmd waits at its prompt, quicsteer's wakes every 20 ms). Run it on an
 # otherwise idle machine. QS_BUILD_DIR picks the build directory (./build).
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
 json=results/e2e.json
@@ -43,7 +41,6 @@ bench_parse_args e2e.sh "scripts/bench.sh e2e [--json FILE] [--runs N] [--second
 for tool in dpdk-testpmd gnuplot python3; do
   command -v $tool >/dev/null || { echo "e2e.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
-source "$root/scripts/bench/lib/build.sh"
 source "$root/scripts/bench/lib/testpmd.sh"
 build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/eventdev_pipeline \
   tests/bench/bench_backpressure
@@ -80,7 +77,7 @@ done
 
 eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
 vdevs=(--vdev "net_pcap0,rx_pcap=$pcap_abs,rx_pcap=$pcap_abs,infinite_rx=1" --vdev "net_null0,no-rx=1")
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu=$(cpu_model)
 # What else keeps the CPUs busy (nothing of ours runs yet): 1 s of /proc/stat.
 cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 read -r b0 t0 < <(cpu_busy); sleep 1; read -r b1 t1 < <(cpu_busy)

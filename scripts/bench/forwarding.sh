@@ -16,9 +16,7 @@
 # the ratios tables on / off, target <= 1.10 (JSON ratios.forwarding_on_vs_off_*).
 # Writes results/forwarding.json (or --json FILE). Run it on an otherwise
 # idle machine. QS_BUILD_DIR picks the build directory (./build).
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
 json=results/forwarding.json
@@ -27,7 +25,6 @@ seconds=3
 source "$root/scripts/bench/lib/args.sh"
 bench_parse_args forwarding.sh "scripts/bench.sh forwarding [--json FILE] [--runs N] [--seconds S]" "$@"
 
-source "$root/scripts/bench/lib/build.sh"
 build_bench forwarding.sh quicsteer quicgen
 
 work=$(mktemp -d -t qs-forwarding.XXXXXX)
@@ -49,7 +46,7 @@ for capture in quic_lb random_cids; do
 done
 
 eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu=$(cpu_model)
 echo "forwarding: CPU $cpu, $(nproc) CPUs; demo layout, lcores 1@CPU0 and 2@CPU1; $runs run(s) of ${seconds} s each"
 for r in $(seq 1 "$runs"); do
   for capture in quic_lb random_cids; do

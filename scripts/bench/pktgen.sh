@@ -12,13 +12,10 @@
 # Writes results/pktgen.json (or --json FILE): per target sent, received,
 # lost, software drops and Mpps received, and
 # ratios.pktgen_quicsteer_vs_testpmd_macswap (received Mpps).
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 [ -n "${PKTGEN:-}" ] && [ -x "$PKTGEN" ] ||
   { echo "pktgen.sh: set PKTGEN to a pktgen-DPDK 23.06 binary (scripts/pktgen/README.md says how to build it)" >&2; exit 1; }
 command -v dpdk-testpmd >/dev/null || { echo "pktgen.sh: dpdk-testpmd is missing (scripts/setup.sh installs dpdk-dev)" >&2; exit 1; }
-source "$root/scripts/bench/lib/build.sh"
 build_bench pktgen.sh quicsteer quicgen
 exec python3 "$root/scripts/bench/pktgen_bench.py" --build "$build" --source "$root" "$@"

@@ -14,9 +14,8 @@
 # writes them to results/realquic.json (or --json FILE). As root. The
 # servers and clients run on the same 2 CPUs as quicsteer's 3 lcores, so this
 # measures the whole path on a shared machine, not quicsteer alone.
-set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
+set +e  # as before: a failed round is reported, not fatal
 cd "$root"
 
 json=results/realquic.json
@@ -32,7 +31,6 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench realquic: needs root (network namespaces)" >&2; exit 1; }
 bash scripts/setup.sh || exit 1
-source scripts/bench/lib/build.sh
 build_bench "bench realquic" quicsteer quicsteer-server
 
 source tests/realquic/topology.sh
@@ -43,7 +41,7 @@ RQ_WORK=$(mktemp -d /tmp/qsrq-bench.XXXXXX)
 trap 'rq_stop_all; qsrq_down; rm -rf "$RQ_WORK"' EXIT
 trap 'exit 1' INT TERM
 
-echo "bench realquic: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+echo "bench realquic: $(cpu_model), $(nproc) CPUs"
 qsrq_up "$RQ_PREFIX" || exit 1
 rq_make_files 0
 rq_start_servers configs/realquic.yaml || exit 1

@@ -43,9 +43,7 @@
 # shows there while the cycle medians move by 30 % from run to run. Demo only:
 # valgrind runs one thread at a time, and in the split layout the owner spends
 # its turns polling an empty ring, which says nothing per packet.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
 json=results/ringloop.json
@@ -87,7 +85,6 @@ esac
 [[ $packets =~ ^[1-9][0-9]*$ ]] && [ $((packets % 64)) = 0 ] ||
   { echo "ringloop.sh: --packets wants a multiple of 64 (testpmd sends bursts of 32 on 2 queues)" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "ringloop.sh: dpdk-testpmd is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-source "$root/scripts/bench/lib/build.sh"
 source "$root/scripts/bench/lib/testpmd.sh"
 build_bench ringloop.sh tests/bench/ring_loop
 if [ -n "$before" ] && [ ! -x "$before/tests/bench/ring_loop" ]; then
@@ -105,7 +102,7 @@ cleanup() {
 trap cleanup EXIT
 
 eal=(--lcores "0@0,1@0,2@1" "${eal_memory[@]}" -m 1024 --no-shconf --no-pci --log-level "*:notice")
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu=$(cpu_model)
 echo "ringloop: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1;"
 echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating, EAL memory $memory"
 

@@ -8,11 +8,8 @@
 # the CPU model; --json FILE also writes every figure and the ours/rte_ring
 # ratios. Run it on an otherwise idle machine: other work on the same cores
 # distorts the numbers.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build="${QS_BUILD_DIR:-$root/build}"   # QS_BUILD_DIR: another plain build directory
+source "$(dirname "$0")/lib/common.sh"
 
-source "$root/scripts/bench/lib/build.sh"
 build_bench rings.sh tests/bench/bench_rings
-echo "CPU model: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "CPU model: $(cpu_model)"
 exec "$build/tests/bench/bench_rings" "$@"

@@ -20,9 +20,8 @@
 # (default 3) per event, min and max, and the share of downloads complete per
 # event. As root. Everything (clients, router, instances, servers) shares
 # this machine's CPUs.
-set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${QS_BUILD_DIR:-$root/build}
+source "$(dirname "$0")/lib/common.sh"
+set +e  # as before: a failed round is reported, not fatal
 cd "$root"
 
 json=results/scaleout.json
@@ -36,7 +35,6 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench scaleout: needs root (network namespaces)" >&2; exit 1; }
 bash scripts/setup.sh || exit 1
-source scripts/bench/lib/build.sh
 build_bench "bench scaleout" quicsteer quicsteer-server quicsteer-cid
 
 SO_SRC=$root
@@ -50,7 +48,7 @@ trap 'rq_stop_all; qsso_down; rm -rf "$RQ_WORK"' EXIT
 trap 'exit 1' INT TERM
 check="python3 tests/scaleout/scaleout_check.py"
 figures=$RQ_WORK/figures.json
-hw="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+hw="$(cpu_model), $(nproc) CPUs"
 echo "bench scaleout: $hw; $rounds rounds"
 
 # bench_batch TAG EVENT I: a batch with captures; its figures into $figures.

@@ -15,9 +15,7 @@
 # (plaintext <= 2x, single pass <= 3x, four pass <= 6x, forwarding-table
 # lookups hit and miss <= 3x) with the CPU model.
 # --json FILE writes the same figures. Run it on an otherwise idle machine.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build="${QS_BUILD_DIR:-$root/build}"   # QS_BUILD_DIR: another plain build directory
+source "$(dirname "$0")/lib/common.sh"
 json_out=""
 reps=9
 extra=()
@@ -30,7 +28,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-source "$root/scripts/bench/lib/build.sh"
 build_bench steering.sh tests/bench/bench_steering
 
 raw=$(mktemp)
@@ -40,7 +37,7 @@ trap 'rm -f "$raw" "$raw.log"' EXIT
   --benchmark_out="$raw" --benchmark_out_format=json ${extra[@]+"${extra[@]}"} >/dev/null 2>"$raw.log" ||
   { cat "$raw.log" >&2; exit 1; }
 
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu=$(cpu_model)
 python3 - "$raw" "$cpu" "$json_out" <<'PY'
 import json, statistics, sys
 raw, cpu, out = sys.argv[1], sys.argv[2], sys.argv[3]
