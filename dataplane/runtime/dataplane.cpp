@@ -68,45 +68,50 @@ void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
 
 }  // namespace
 
+// Bytes in MB, rounded up: how start-up lines and allocation errors print sizes.
+std::size_t megabytes(std::size_t bytes) { return (bytes + (std::size_t(1) << 20) - 1) >> 20; }
+
+// Zeroed EAL memory on `socket` for a steering table (steering/slot_memory.h).
+// The socket travels in the context pointer: no state to keep alive.
+SlotMemory eal_slot_memory(int socket) {
+  return SlotMemory{
+      [](std::size_t bytes, void* context) {
+        return rte_zmalloc_socket("qs_table", bytes, RTE_CACHE_LINE_SIZE, int(reinterpret_cast<std::intptr_t>(context)));
+      },
+      [](void* memory, void*) { rte_free(memory); }, reinterpret_cast<void*>(std::intptr_t(socket))};
+}
+
+// A table built in EAL memory, or an error naming it, its size and what to
+// change when EAL has too little.
+template <class Table, class... Args>
+std::unique_ptr<Table> make_in_eal(const std::string& what, std::size_t bytes, const char* remedy, Args&&... args) {
+  try {
+    return std::make_unique<Table>(std::forward<Args>(args)...);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error("cannot allocate " + what + " (" + std::to_string(megabytes(bytes)) +
+                             " MB): raise EAL -m / --socket-mem or lower " + remedy);
+  }
+}
+
 std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore) {
   const unsigned socket = rte_lcore_to_socket_id(lcore);
-  // The socket travels in the context pointer: no state to keep alive.
-  const SlotMemory eal_memory{
-      [](std::size_t bytes, void* context) {
-        return rte_zmalloc_socket("qs_connections", bytes, RTE_CACHE_LINE_SIZE,
-                                  int(reinterpret_cast<std::uintptr_t>(context)));
-      },
-      [](void* memory, void*) { rte_free(memory); },
-      reinterpret_cast<void*>(std::uintptr_t(socket))};
-  try {
-    return std::make_unique<ConnectionTable>(max_connections, eal_memory);
-  } catch (const std::bad_alloc&) {
-    const std::size_t mb = (ConnectionTable::memory_bytes(max_connections) + (1u << 20) - 1) >> 20;
-    // An lcore whose CPUs span sockets has no socket of its own.
-    const std::string where =
-        int(socket) == SOCKET_ID_ANY ? std::string("on any socket") : "on socket " + std::to_string(socket);
-    throw std::runtime_error("cannot allocate the connection table of lcore " + std::to_string(lcore) + " (" +
-                             std::to_string(mb) + " MB " + where +
-                             "): raise EAL -m / --socket-mem or lower action.max_connections");
-  }
+  // An lcore whose CPUs span sockets has no socket of its own.
+  const std::string where =
+      int(socket) == SOCKET_ID_ANY ? std::string(" on any socket") : " on socket " + std::to_string(socket);
+  return make_in_eal<ConnectionTable>("the connection table of lcore " + std::to_string(lcore) + where,
+                                      ConnectionTable::memory_bytes(max_connections), "action.max_connections",
+                                      max_connections, eal_slot_memory(int(socket)));
 }
 
 std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
                                                          const std::array<std::uint8_t, 16>& key) {
   // Every receiving lcore reads them, whatever its socket: the main lcore's.
-  const SlotMemory eal_memory{
-      [](std::size_t bytes, void*) { return rte_zmalloc_socket("qs_forwarding", bytes, RTE_CACHE_LINE_SIZE, int(rte_socket_id())); },
-      [](void* memory, void*) { rte_free(memory); }, nullptr};
-  try {
-    auto tables = std::make_unique<ForwardingTables>(config, key, eal_memory);
-    std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
-                config.max_setup_entries, (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20);
-    return tables;
-  } catch (const std::bad_alloc&) {
-    const std::size_t mb = (ForwardingTables::memory_bytes(config) + (1u << 20) - 1) >> 20;
-    throw std::runtime_error("cannot allocate the forwarding tables (" + std::to_string(mb) +
-                             " MB): raise EAL -m / --socket-mem or lower steering.forwarding.max_entries");
-  }
+  const std::size_t bytes = ForwardingTables::memory_bytes(config);
+  auto tables = make_in_eal<ForwardingTables>("the forwarding tables", bytes, "steering.forwarding.max_entries",
+                                              config, key, eal_slot_memory(int(rte_socket_id())));
+  std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
+              config.max_setup_entries, megabytes(bytes));
+  return tables;
 }
 
 Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
@@ -245,7 +250,7 @@ void Dataplane::build_lcores() {
   // Owners: connection shard and a TX stage for their own queue of each TX port.
   std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
               owners.size(), profile_.action.max_connections, profile_.action.max_connections,
-              (2 * ConnectionTable::memory_bytes(profile_.action.max_connections) + (1u << 20) - 1) >> 20);
+              megabytes(2 * ConnectionTable::memory_bytes(profile_.action.max_connections)));
   for (auto& c : lcores_) {
     if (c->owner_index < 0) continue;
     c->cids = make_connection_table(profile_.action.max_connections, c->lcore_id);

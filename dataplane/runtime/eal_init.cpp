@@ -6,12 +6,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 
 namespace qs {
 
-void init_eal(const std::string& program, const std::vector<std::string>& args) {
+bool init_eal(const std::string& program, const std::vector<std::string>& args) {
   // rte_eal_init may keep pointers into argv (and permutes it): the strings
   // live as long as the process.
   static std::vector<std::string> kept;
@@ -25,9 +25,11 @@ void init_eal(const std::string& program, const std::vector<std::string>& args) 
   if (rte_eal_init(int(kept.size()), argv.data()) < 0) {
     const int error = rte_errno;
     const std::string cause = explain_eal_failure(args);
-    throw std::runtime_error(program + ": EAL initialisation failed: " +
-                             (cause.empty() ? std::string(rte_strerror(error)) : cause));
+    std::fprintf(stderr, "%s: EAL initialisation failed: %s\n", program.c_str(),
+                 cause.empty() ? rte_strerror(error) : cause.c_str());
+    return false;
   }
+  return true;
 }
 
 std::string eal_config_path(const std::vector<std::string>& args) {

@@ -7,9 +7,10 @@
 
 namespace qs {
 
-// Runs rte_eal_init with argv = {program, args...}. Throws std::runtime_error
-// naming the program and DPDK's reason when EAL refuses.
-void init_eal(const std::string& program, const std::vector<std::string>& args);
+// Runs rte_eal_init with argv = {program, args...}. When EAL refuses, prints
+// a line naming the program and the reason (DPDK's, or the cause it did not
+// report) to stderr and returns false: every caller then stops.
+bool init_eal(const std::string& program, const std::vector<std::string>& args);
 
 // The shared-config file EAL locks for these arguments ("" with --no-shconf
 // or --in-memory), and, after rte_eal_init failed, the cause it did not

@@ -296,12 +296,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
   Manager manager(qs::ServiceNotifier::from_environment(&notify_problem));
   if (!notify_problem.empty()) std::fprintf(stderr, "quicsteer: %s\n", notify_problem.c_str());
   fall_back_to_no_huge(profile, eal_args);
-  try {
-    qs::init_eal("quicsteer", eal_args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  if (!qs::init_eal("quicsteer", eal_args)) return 1;
   // dpdk-dumpcap attaches as a secondary process, which needs shared
   // hugepage memory and the shared configuration: with both, quicsteer
   // serves its capture requests (an RX/TX callback on the captured queues

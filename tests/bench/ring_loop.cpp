@@ -272,17 +272,12 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
-  try {
-    std::vector<std::string> eal = {"--lcores", "0@0,1@0,2@1", "-m", "1024", "--no-shconf", "--no-pci",
-                                    "--log-level", "*:warning"};
-    // --huge-unlink: nothing else maps these pages, and files left in
-    // hugetlbfs would keep them from the next run.
-    eal.insert(eal.begin() + 2, opt.hugepages ? "--huge-unlink" : "--no-huge");
-    qs::init_eal("ring_loop", eal);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  std::vector<std::string> eal = {"--lcores", "0@0,1@0,2@1", "-m", "1024", "--no-shconf", "--no-pci",
+                                  "--log-level", "*:warning"};
+  // --huge-unlink: nothing else maps these pages, and files left in
+  // hugetlbfs would keep them from the next run.
+  eal.insert(eal.begin() + 2, opt.hugepages ? "--huge-unlink" : "--no-huge");
+  if (!qs::init_eal("ring_loop", eal)) return 1;
   int status = 1;
   try {
     status = run(opt);

@@ -81,17 +81,12 @@ RTE_MEMPOOL_REGISTER_OPS(tsan_pool_ops);
 class EalEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    try {
-      std::vector<std::string> args = {"--lcores", "(0-3)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf",
-                                       "--no-pci", "--log-level", "*:warning"};
+    std::vector<std::string> args = {"--lcores", "(0-3)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf",
+                                     "--no-pci", "--log-level", "*:warning"};
 #ifdef QS_TSAN
-      args.insert(args.end(), {"--mbuf-pool-ops-name", "qs_tsan_stack"});
+    args.insert(args.end(), {"--mbuf-pool-ops-name", "qs_tsan_stack"});
 #endif
-      qs::init_eal("quicsteer-test", args);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      std::exit(1);
-    }
+    if (!qs::init_eal("quicsteer-test", args)) std::exit(1);
   }
   void TearDown() override { rte_eal_cleanup(); }
 };
