@@ -158,6 +158,7 @@ class ProfileDecoder {
     check_frames_fit();
     decode_lcores(root.require("lcores"));
     if (auto f = root.get("rings")) decode_rings(*f);
+    fallback_key_at_ = field_or(root, "steering");
     if (auto f = root.get("steering")) decode_steering(*f);
     // After steering (server IDs need the QUIC-LB configs) and before the
     // action (delivery needs the backends).
@@ -169,6 +170,7 @@ class ProfileDecoder {
     if (auto f = root.get("telemetry")) decode_telemetry(*f);
     if (auto f = root.get("drain")) decode_drain(*f);
     if (auto f = root.get("duration_s")) p_.duration_s = d_.real(*f, 0, 86400);
+    check_fallback_key();
   }
 
  private:
@@ -371,8 +373,10 @@ class ProfileDecoder {
     if (auto v = m.get("quic_lb")) decode_quic_lb(*v);
     servers_ = m.get("servers");
     if (servers_) decode_servers(*servers_);
+    fallback_key_at_ = field_or(m, "fallback");
     if (auto v = m.get("fallback")) {
       const MapReader fb(d_, *v, {"key", "vnodes", "rekey_on_reload"});
+      fallback_key_at_ = field_or(fb, "key");
       if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
       if (auto n = fb.get("vnodes")) s.fallback_vnodes = d_.integer<unsigned>(*n, 1, 4096);
       if (auto r = fb.get("rekey_on_reload")) p_.rekey_fallback_on_reload = d_.boolean(*r);
@@ -384,6 +388,25 @@ class ProfileDecoder {
       if (auto n = fw.get("max_setup_entries"))
         s.forwarding.max_setup_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
     }
+  }
+
+  // An all-zero fallback key (the default) lets anyone work out the owner of
+  // every connection QUIC-LB does not route, and so aim a flood of chosen
+  // DCIDs at one owner: refused where the profile drives a NIC, a warning
+  // where it drives vdevs only (tests, the demo, captures).
+  void check_fallback_key() {
+    if (p_.steering.fallback_key != std::array<std::uint8_t, 16>{}) return;
+    Field at = fallback_key_at_;
+    at.key = "steering.fallback.key";
+    for (const PortConfig& port : p_.ports) {
+      if (port.is_vdev()) continue;
+      d_.fail(at, "all zeros (the default) on PCI port '" + port.name + "' (" + port.device +
+                      "): anyone could work out which owner each connection QUIC-LB does not route goes to; "
+                      "generate a key for this deployment (openssl rand -hex 16) and set steering.fallback.key");
+    }
+    p_.warnings.push_back(p_.path + ": warning: steering.fallback.key is all zeros (the default): anyone can work "
+                                    "out which owner each connection QUIC-LB does not route goes to; set one "
+                                    "(openssl rand -hex 16) before this carries real traffic");
   }
 
   void decode_quic_lb(const Field& f) {
@@ -732,6 +755,7 @@ class ProfileDecoder {
   std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
   std::vector<MapReader> backend_maps_;  // parallel to p_.steering.backends, likewise
   std::optional<Field> servers_;         // steering.servers, when given
+  Field fallback_key_at_;                // steering.fallback.key, or where it would go
 };
 
 }  // namespace

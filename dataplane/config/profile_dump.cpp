@@ -1,7 +1,10 @@
 // The resolved profile as YAML: every default filled in, in the profile's
 // own spelling.
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <array>
+#include <stdexcept>
 #include <string>
 
 #include "dataplane/config/enum_names.h"
@@ -11,7 +14,19 @@
 
 namespace qs {
 
-std::string dump_profile(const Profile& p) {
+std::string key_fingerprint(const std::array<std::uint8_t, 16>& key) {
+  std::array<std::uint8_t, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (EVP_Digest(key.data(), key.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 || length < 4) {
+    throw std::runtime_error("SHA-256 is not available from libcrypto");
+  }
+  return "sha256:" + to_hex(digest.data(), 4);
+}
+
+std::string dump_profile(const Profile& p, DumpKeys keys) {
+  const auto show = [keys](const std::array<std::uint8_t, 16>& key) {
+    return keys == DumpKeys::kInFull ? to_hex(key.data(), key.size()) : key_fingerprint(key);
+  };
   YAML::Emitter out;
   out.SetIndent(2);
   out << YAML::Comment("quicsteer profile, resolved: every default filled in") << YAML::Newline;
@@ -78,7 +93,7 @@ std::string dump_profile(const Profile& p) {
     out << YAML::Key << "config_id" << YAML::Value << unsigned(c.config_id);
     out << YAML::Key << "server_id_len" << YAML::Value << unsigned(c.server_id_len);
     out << YAML::Key << "nonce_len" << YAML::Value << unsigned(c.nonce_len);
-    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(c.key->data(), 16);
+    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << show(*c.key);
     out << YAML::Key << "len_self_encode" << YAML::Value << YAML::TrueFalseBool << c.len_self_encode;
     out << YAML::EndMap;
   }
@@ -93,7 +108,7 @@ std::string dump_profile(const Profile& p) {
   }
   out << YAML::EndSeq;
   out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(s.fallback_key.data(), 16);
+  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << show(s.fallback_key);
   out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
   out << YAML::Key << "rekey_on_reload" << YAML::Value << YAML::TrueFalseBool << p.rekey_fallback_on_reload;
   out << YAML::EndMap;

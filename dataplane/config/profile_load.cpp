@@ -130,7 +130,9 @@ double parse_seconds(const std::string& text, const std::string& what, double mi
 
 std::optional<Profile> load_profile_or_report(const std::string& path) {
   try {
-    return load_profile(path);
+    Profile profile = load_profile(path);
+    for (const std::string& warning : profile.warnings) std::fprintf(stderr, "%s\n", warning.c_str());
+    return profile;
   } catch (const ProfileError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return std::nullopt;

@@ -135,6 +135,10 @@ std::vector<std::uint8_t> Decoder::hex(const Field& f, std::size_t min_octets, s
 }
 
 std::array<std::uint8_t, 16> Decoder::key128(const Field& f) const {
+  if (f.node.IsScalar() && f.node.Scalar().rfind("sha256:", 0) == 0) {
+    fail(f, "'" + f.node.Scalar() + "' is a key's fingerprint (dumps and telemetry show keys so); give the key "
+                "itself, 32 hex digits");
+  }
   const auto octets = hex(f, 16, 16);
   std::array<std::uint8_t, 16> key{};
   std::copy(octets.begin(), octets.end(), key.begin());
