@@ -1,5 +1,5 @@
 // The steering part of a profile, as plain data. The profile loader
-// (dataplane/config/profile.cpp) fills it from YAML and validates it; steering/ and
+// (dataplane/config/profile_decoder.cpp) fills it from YAML and validates it; steering/ and
 // the tools consume it. Nothing here depends on DPDK.
 #pragma once
 

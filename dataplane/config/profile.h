@@ -138,6 +138,9 @@ struct Profile {
   TelemetryConfig telemetry;
   DrainConfig drain;
   double duration_s = 0;  // 0 = run until SIGINT/SIGTERM
+  // What the operator should hear about a profile that loads (an all-zero
+  // fallback key on vdev ports); load_profile_or_report prints each to stderr.
+  std::vector<std::string> warnings;
 
   int port_index(const std::string& name) const;  // -1 when absent
 };
@@ -161,13 +164,26 @@ Profile load_profile(const std::string& path);
 // A number of seconds as the profile spells one (duration_s): decimal, no
 // hex, nan or inf, within [min, max]. Throws ProfileError naming `what`.
 double parse_seconds(const std::string& text, const std::string& what, double min, double max);
-// For command-line programs: the profile, or nothing after the error was
-// printed to stderr.
+// For command-line programs: the profile (its warnings printed to stderr),
+// or nothing after the error was printed to stderr.
 std::optional<Profile> load_profile_or_report(const std::string& path);
 // Same as load_profile, from text; `name` stands for the file in messages.
 Profile parse_profile(const std::string& yaml_text, const std::string& name);
-// The resolved profile, every default filled in, as YAML that load_profile accepts.
-std::string dump_profile(const Profile& profile);
+// How a key is shown to people: "sha256:" and the first 8 hex digits of the
+// SHA-256 of its 16 octets (`openssl rand -hex 16` output X is checked with
+// `echo X | xxd -r -p | sha256sum | cut -c1-8`). Never the key.
+std::string key_fingerprint(const std::array<std::uint8_t, 16>& key);
+
+// How dump_profile writes the QUIC-LB keys and the fallback key. A dump is
+// shown to people (`quicsteer --check`, /quicsteer/profile, the reload
+// diff's refusals), so by default it holds fingerprints, which load_profile
+// refuses; kInFull is the profile as load_profile reads it back, for
+// writing a profile file (the round-trip tests hold dump and loader to it).
+enum class DumpKeys { kFingerprints, kInFull };
+
+// The resolved profile, every default filled in, as YAML that load_profile
+// accepts (with kInFull; with fingerprints, all but the keys).
+std::string dump_profile(const Profile& profile, DumpKeys keys = DumpKeys::kFingerprints);
 
 // Whether a running data path built from `running` can switch to `next`
 // without a restart: only the steering section's QUIC-LB configurations and

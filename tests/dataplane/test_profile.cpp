@@ -810,14 +810,14 @@ TEST(Backends, DumpReadsBackToTheSameFleet) {
             "{mode: vxlan, source_ipv4: 10.0.0.254, source_ipv6: \"fd00::fe\", vxlan_vni: 0, vxlan_port: 4790, "
             "vxlan_mac: \"02:00:00:00:03:ff\", ttl: 32, icmp_too_big_per_s: 5}"),
       "t.yaml");
-  const std::string dump = qs::dump_profile(p);
+  const std::string dump = qs::dump_profile(p, qs::DumpKeys::kInFull);
   EXPECT_THAT(dump, HasSubstr("server_ids: [\"0001\", \"0a0b0c\"]"));
   EXPECT_THAT(dump, HasSubstr("ipv6: \"fd00::1\""));
   EXPECT_THAT(dump, HasSubstr("mac: \"02:00:00:00:00:01\""));
   EXPECT_THAT(dump, HasSubstr("state: draining"));
   EXPECT_THAT(dump, ::testing::Not(HasSubstr("slot")));
   const qs::Profile again = qs::parse_profile(dump, "dump.yaml");
-  EXPECT_EQ(qs::dump_profile(again), dump);
+  EXPECT_EQ(qs::dump_profile(again, qs::DumpKeys::kInFull), dump);
   ASSERT_EQ(again.steering.backends.size(), p.steering.backends.size());
   for (std::size_t i = 0; i < p.steering.backends.size(); ++i) {
     const qs::BackendConfig &x = p.steering.backends[i], &y = again.steering.backends[i];
@@ -1009,14 +1009,14 @@ duration_s: 0.25
   EXPECT_EQ(p.duration_s, 0.25);
 
   // The dump of a profile that sets everything reads back to itself.
-  const std::string dump = qs::dump_profile(p);
-  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump")), dump);
+  const std::string dump = qs::dump_profile(p, qs::DumpKeys::kInFull);
+  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump"), qs::DumpKeys::kInFull), dump);
 }
 
 TEST(Profile, DumpOfDefaultsReadsBackToItself) {
-  const std::string dump = qs::dump_profile(qs::parse_profile(kBase, "t.yaml"));
+  const std::string dump = qs::dump_profile(qs::parse_profile(kBase, "t.yaml"), qs::DumpKeys::kInFull);
   const qs::Profile again = qs::parse_profile(dump, "dump");
-  EXPECT_EQ(qs::dump_profile(again), dump);
+  EXPECT_EQ(qs::dump_profile(again, qs::DumpKeys::kInFull), dump);
   // Every default is spelled out in the dump.
   EXPECT_THAT(dump, HasSubstr("high_watermark: 1024"));
   EXPECT_THAT(dump, HasSubstr("low_watermark: 512"));
@@ -1202,6 +1202,39 @@ std::vector<std::filesystem::path> shipped_profiles() {
   return files;
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kBaremetal = std::string(QS_SOURCE_DIR) + "/configs/baremetal-2port.yaml";
+
+// configs/baremetal-2port.yaml as an operator completes it: its commented
+// fallback key set.
+qs::Profile baremetal_with_key() {
+  std::string text = read_text(kBaremetal);
+  const std::string placeholder = "# key: \"<the 32 hex digits it printed>\"";
+  const auto at = text.find(placeholder);
+  EXPECT_NE(at, std::string::npos) << "baremetal-2port.yaml lost its key placeholder";
+  if (at != std::string::npos) text.replace(at, placeholder.size(), "key: \"5f0c9a7e21d34b8e96a1c07d3e45f218\"");
+  return qs::parse_profile(text, kBaremetal);
+}
+
+// The template for real NICs ships no key that every copy would share: it is
+// refused until the operator sets one, and the refusal says how.
+TEST(ShippedProfiles, BaremetalTemplateIsRefusedUntilItHasAKey) {
+  try {
+    qs::load_profile(kBaremetal);
+    ADD_FAILURE() << "baremetal-2port.yaml loads with the all-zero fallback key";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("steering.fallback.key: all zeros"));
+    EXPECT_THAT(e.what(), HasSubstr("openssl rand -hex 16"));
+  }
+  EXPECT_TRUE(baremetal_with_key().warnings.empty());
+}
+
 TEST(ShippedProfiles, AllLoadAndDumpReadsBack) {
   const auto files = shipped_profiles();
   std::vector<std::string> names;
@@ -1212,9 +1245,11 @@ TEST(ShippedProfiles, AllLoadAndDumpReadsBack) {
   for (const auto& file : files) {
     SCOPED_TRACE(file.string());
     try {
-      const qs::Profile p = qs::load_profile(file.string());
-      const std::string dump = qs::dump_profile(p);
-      EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, file.string())), dump);
+      // The bare-metal template ships no fallback key (its test is below).
+      const qs::Profile p = file.filename() == "baremetal-2port.yaml" ? baremetal_with_key()
+                                                                       : qs::load_profile(file.string());
+      const std::string dump = qs::dump_profile(p, qs::DumpKeys::kInFull);
+      EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, file.string()), qs::DumpKeys::kInFull), dump);
     } catch (const qs::ProfileError& e) {
       ADD_FAILURE() << e.what();
     }
@@ -1247,12 +1282,7 @@ TEST(ShippedProfiles, DemoSpellsOutEveryKey) {
 // demo.yaml's backends example is commented out (the demo has no fleet): once
 // uncommented it loads, and it spells out every key a backend has. Likewise
 // the optional keys of action.delivery that it leaves commented.
-std::string demo_text() {
-  std::ifstream in(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string demo_text() { return read_text(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml"); }
 
 TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
   std::istringstream demo(demo_text());
@@ -1315,7 +1345,7 @@ TEST(ShippedProfiles, PoliciesMatchTheirNames) {
   EXPECT_EQ(qs::load_profile(dir + "lossless.yaml").ports[0].flow_control, qs::FlowControl::kFull);
   EXPECT_EQ(qs::load_profile(dir + "drop.yaml").backpressure.policy, qs::BackpressurePolicy::kDrop);
   EXPECT_EQ(qs::load_profile(dir + "shed-new.yaml").backpressure.policy, qs::BackpressurePolicy::kShedNew);
-  const qs::Profile metal = qs::load_profile(dir + "baremetal-2port.yaml");
+  const qs::Profile metal = baremetal_with_key();
   ASSERT_EQ(metal.ports.size(), 2u);
   EXPECT_FALSE(metal.ports[0].is_vdev());
   EXPECT_FALSE(metal.ports[1].is_vdev());
@@ -1374,10 +1404,10 @@ TEST(Telemetry, ListenAddressesDecode) {
   EXPECT_FALSE(a.ipv6);
   EXPECT_EQ(a.port, 65535);
   // The dump carries both new keys and reads back to itself.
-  const std::string dump = qs::dump_profile(v4);
+  const std::string dump = qs::dump_profile(v4, qs::DumpKeys::kInFull);
   EXPECT_THAT(dump, HasSubstr("prometheus_listen: \"127.0.0.1:9464\""));
   EXPECT_THAT(dump, HasSubstr("rekey_on_reload: false"));
-  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump.yaml")), dump);
+  EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump.yaml"), qs::DumpKeys::kInFull), dump);
 }
 
 // Two owners on one port; the steering section from the arguments, `tail`
@@ -1526,4 +1556,91 @@ TEST(ReloadRefusal, EverythingElseStaysRefusedAlongsideAFleetChange) {
                             "steering:\n  quic_lb: [" + kConfig0 + "]\naction: {type: sink}\nbackends:\n" + kFleetA));
   ASSERT_TRUE(refusal.has_value());
   EXPECT_THAT(*refusal, StartsWith("action.type: was 'forward', now 'sink'"));
+}
+
+// Secrets (issue 29): dumps show a fingerprint of each key, never the key.
+const std::string kKeyed = kBase +
+                           "steering:\n"
+                           "  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6, key: 000102030405060708090A0B0C0D0E0F}]\n"
+                           "  fallback: {key: ffeeddccbbaa99887766554433221100}\n";
+
+TEST(Secrets, KeyFingerprintIsTheStartOfItsSha256) {
+  // sha256 of 16 zero octets: 374708ff f7719dd5...
+  EXPECT_EQ(qs::key_fingerprint({}), "sha256:374708ff");
+  std::array<std::uint8_t, 16> key{};
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = std::uint8_t(0xff - 0x11 * i);
+  EXPECT_EQ(qs::key_fingerprint(key), "sha256:811407f1");  // ffeeddccbbaa99887766554433221100
+}
+
+TEST(Secrets, DumpShowsFingerprintsNotKeys) {
+  const qs::Profile p = qs::parse_profile(kKeyed, "t.yaml");
+  for (const std::string& dump : {qs::dump_profile(p), qs::dump_profile(p, qs::DumpKeys::kFingerprints)}) {
+    EXPECT_THAT(dump, ::testing::Not(HasSubstr("000102030405060708090a0b0c0d0e0f")));
+    EXPECT_THAT(dump, ::testing::Not(HasSubstr("ffeeddccbbaa99887766554433221100")));
+    EXPECT_THAT(dump, HasSubstr("key: \"" + qs::key_fingerprint(p.steering.quic_lb[0].key.value()) + "\""));
+    EXPECT_THAT(dump, HasSubstr("key: \"sha256:811407f1\""));
+  }
+  // In full only when asked, and then it reads back.
+  const std::string full = qs::dump_profile(p, qs::DumpKeys::kInFull);
+  EXPECT_THAT(full, HasSubstr("000102030405060708090a0b0c0d0e0f"));
+  EXPECT_THAT(full, HasSubstr("ffeeddccbbaa99887766554433221100"));
+  EXPECT_EQ(qs::parse_profile(full, "full.yaml").steering.fallback_key, p.steering.fallback_key);
+}
+
+TEST(Secrets, AFingerprintIsNoKey) {
+  const std::string dump = qs::dump_profile(qs::parse_profile(kKeyed, "t.yaml"));
+  try {
+    qs::parse_profile(dump, "dump.yaml");
+    ADD_FAILURE() << "a dump with fingerprints loaded";
+  } catch (const qs::ProfileError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is a key's fingerprint"));
+  }
+}
+
+// An all-zero fallback key (the default) is refused when a port is a NIC
+// and a warning on vdevs.
+const std::string kPciPort = "ports: [{name: wire, device: \"0000:3b:00.0\"}]\n";  // line 1
+
+TEST(Secrets, AllZeroFallbackKeyIsRefusedOnPciPorts) {
+  const struct {
+    std::string yaml;
+    std::string where;
+  } cases[] = {
+      {kPciPort + kLcores + kSink, "t.yaml:1:1: steering.fallback.key: all zeros"},
+      {kPciPort + kLcores + kSink + "steering: {fallback: {key: \"00000000000000000000000000000000\"}}\n",
+       "t.yaml:4:28: steering.fallback.key: all zeros"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    try {
+      qs::parse_profile(c.yaml, "t.yaml");
+      ADD_FAILURE() << "loaded";
+    } catch (const qs::ProfileError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(c.where));
+      EXPECT_THAT(e.what(), HasSubstr("PCI port 'wire' (0000:3b:00.0)"));
+      EXPECT_THAT(e.what(), HasSubstr("openssl rand -hex 16"));
+    }
+  }
+  EXPECT_TRUE(qs::parse_profile(kPciPort + kLcores + kSink + "steering: {fallback: {key: ffeeddccbbaa99887766554433221100}}\n",
+                                "t.yaml")
+                  .warnings.empty());
+}
+
+TEST(Secrets, AllZeroFallbackKeyIsAWarningOnVdevs) {
+  const qs::Profile zero = qs::parse_profile(kBase, "t.yaml");
+  ASSERT_EQ(zero.warnings.size(), 1u);
+  EXPECT_THAT(zero.warnings[0], HasSubstr("t.yaml: warning: steering.fallback.key is all zeros"));
+  EXPECT_TRUE(qs::parse_profile(kKeyed, "t.yaml").warnings.empty());
+  // A command-line program prints it as it loads the profile.
+  char path[] = "/tmp/qs_zero_key_XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, kBase.data(), kBase.size()), ssize_t(kBase.size()));
+  ::close(fd);
+  ::testing::internal::CaptureStderr();
+  const auto loaded = qs::load_profile_or_report(path);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unlink(path);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_THAT(err, HasSubstr(std::string(path) + ": warning: steering.fallback.key is all zeros"));
 }

@@ -148,12 +148,14 @@ fl_drain_and_finish() {
 # binds one address), logs server{N}v4.jsonl / server{N}v6.jsonl.
 fl_start_servers() {
   local n fam listen
+  # One reset secret for the fleet, as behind any one quicsteer.
+  RQ_SECRET=${RQ_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}
   for ((n = 0; n < QSFL_NSERVERS; n++)); do
     for fam in v4 v6; do
       listen=$QSFL_VIP:$RQ_PORT
       [ "$fam" = v6 ] && listen="[$QSFL_VIP6]:$RQ_PORT"
       ip netns exec "$(qsfl_ns "srv$n")" "$BUILD/quicsteer-server" --profile "$RQ_WORK/servers.yaml" \
-        --server-id "$(qsfl_srv_sid "$n")" --listen "$listen" --htdocs "$RQ_WORK/www" --timeout 10 \
+        --server-id "$(qsfl_srv_sid "$n")" --secret "$RQ_SECRET" --listen "$listen" --htdocs "$RQ_WORK/www" --timeout 10 \
         --log "$RQ_WORK/server$n$fam.jsonl" >"$RQ_WORK/server$n$fam.out" 2>&1 &
       RQ_PIDS+=($!)
     done

@@ -51,9 +51,12 @@ rq_wait_for() {
 # lcore 1 / 2, which transmit on qsrq-s0 / qsrq-s1).
 rq_start_servers() {
   local n
+  # One reset secret for both, as behind any one quicsteer: a packet steered
+  # to the wrong server draws a reset its client recognises.
+  RQ_SECRET=${RQ_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}
   for n in 0 1; do
     ip netns exec "$(qsrq_ns srv$n)" "$RQ_BUILD/quicsteer-server" --profile "$1" --server-id "0a0$((n + 1))" \
-      --listen "$QSRQ_VIP:$RQ_PORT" --htdocs "$RQ_WORK/www" --timeout 10 --log "$RQ_WORK/server$n.jsonl" \
+      --secret "$RQ_SECRET" --listen "$QSRQ_VIP:$RQ_PORT" --htdocs "$RQ_WORK/www" --timeout 10 --log "$RQ_WORK/server$n.jsonl" \
       >"$RQ_WORK/server$n.out" 2>&1 &
     RQ_PIDS+=($!)
   done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """quicsteer-server as a user runs it, without a network: --help, and a clear
 error (exit 2, no crash) for every kind of bad command line or profile."""
+import hashlib
 import os
 import subprocess
 import sys
@@ -44,6 +45,27 @@ class ServerCli(unittest.TestCase):
                 r = run(*args)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(message, r.stderr)
+
+    def reset_secret_line(self, *extra):
+        r = run("--profile", PROFILE, "--server-id", "0a01", "--listen", "127.0.0.1:0", "--duration", "0.1", *extra)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "reset secret" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        return lines[0]
+
+    def test_reset_secret_is_its_own_and_shown_by_fingerprint(self):
+        # Without --secret: a random one per start (not derived from the
+        # profile's fallback key, which would give the same every time).
+        first, second = self.reset_secret_line(), self.reset_secret_line()
+        self.assertIn("reset secret sha256:", first)
+        self.assertIn("random", first)
+        self.assertNotEqual(first, second)
+        # With --secret: its fingerprint, never the secret.
+        secret = "000102030405060708090a0b0c0d0e0f"
+        line = self.reset_secret_line("--secret", secret)
+        fingerprint = hashlib.sha256(bytes.fromhex(secret)).hexdigest()[:8]
+        self.assertIn(f"reset secret sha256:{fingerprint} (--secret)", line)
+        self.assertNotIn(secret, line)
 
     def test_bad_profile_names_the_file_and_key(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:

@@ -209,8 +209,8 @@ TEST(ProfileMutation, EveryMutantIsAcceptedAndReadsBackOrRefusedWithItsPosition)
     const std::size_t line_count = std::size_t(std::count(text.begin(), text.end(), '\n')) + 1;
     try {
       const qs::Profile p = qs::parse_profile(text, "m.yaml");
-      const std::string dump = qs::dump_profile(p);
-      const std::string again = qs::dump_profile(qs::parse_profile(dump, "dump.yaml"));
+      const std::string dump = qs::dump_profile(p, qs::DumpKeys::kInFull);
+      const std::string again = qs::dump_profile(qs::parse_profile(dump, "dump.yaml"), qs::DumpKeys::kInFull);
       if (again != dump) {
         ++failures;
         ADD_FAILURE() << "mutant " << n << " (seed " << seed << "): the resolved dump does not read back to itself\n"

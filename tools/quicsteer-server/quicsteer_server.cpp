@@ -15,10 +15,13 @@
 // change goes to --log as one JSON object per line.
 //
 // A short-header packet whose DCID this server did not issue is answered with
-// a stateless reset (RFC 9000 10.3) whose token is derived from a secret that
-// every server behind one profile shares (--secret, default: derived from the
-// profile's fallback key), so that a packet steered to the wrong server ends
-// its connection at once instead of timing out.
+// a stateless reset (RFC 9000 10.3) whose token is derived from --secret, so
+// that a packet steered to the wrong server ends its connection at once
+// instead of timing out; for that, every server behind one quicsteer is given
+// the same --secret. Without one, each start draws its own (RFC 9000 10.3
+// allows that for a lone server). The secret is this server's own: deriving
+// it from the profile's fallback key, as before, made the reset tokens of a
+// fleet on the default all-zero key computable by anyone.
 //
 // One thread, one UDP socket, ppoll on it and on the connections' timers.
 #include <arpa/inet.h>
@@ -83,9 +86,10 @@ constexpr char kUsage[] =
     "  --preferred-address ADDR:PORT\n"
     "                          offer this preferred address (IPv4 or [IPv6]) in the transport\n"
     "                          parameters, with a QUIC-LB CID\n"
-    "  --secret HEX            stateless reset and Retry token secret, 16..64 octets; every\n"
-    "                          server behind one quicsteer must share it (default: derived from\n"
-    "                          the profile's steering.fallback.key)\n"
+    "  --secret HEX            stateless reset and Retry token secret, 16..64 octets (e.g.\n"
+    "                          `openssl rand -hex 32`); servers behind one quicsteer share one so\n"
+    "                          that a misrouted packet draws a reset (default: a random one per\n"
+    "                          start). Shown at start-up as its fingerprint only\n"
     "  --timeout SECONDS       idle timeout (default 30)\n"
     "  --log FILE              one JSON object per line: every CID issued, every finished\n"
     "                          request (with sha256 and size) and every path validated\n"
@@ -1374,12 +1378,21 @@ int main(int argc, char** argv) {
   if (!opts.listen) {
     opts.listen = parse_address("0.0.0.0:" + std::to_string(steering.quic_ports.front()));
   }
-  if (opts.secret.empty()) {
-    // Every server behind one profile derives the same secret.
-    std::vector<std::uint8_t> input{'q', 's', '-', 'r', 'e', 's', 'e', 't'};
-    input.insert(input.end(), steering.fallback_key.begin(), steering.fallback_key.end());
+  const bool secret_given = !opts.secret.empty();
+  if (!secret_given) {
     opts.secret.resize(32);
-    gnutls_hash_fast(GNUTLS_DIG_SHA256, input.data(), input.size(), opts.secret.data());
+    if (gnutls_rnd(GNUTLS_RND_KEY, opts.secret.data(), opts.secret.size()) != 0) {
+      std::fprintf(stderr, "quicsteer-server: no random numbers for the reset secret\n");
+      return 1;
+    }
+  }
+  {
+    // The secret's fingerprint as quicsteer shows keys: the first 4 octets of its SHA-256.
+    std::uint8_t digest[32];
+    gnutls_hash_fast(GNUTLS_DIG_SHA256, opts.secret.data(), opts.secret.size(), digest);
+    std::fprintf(stderr, "quicsteer-server: reset secret sha256:%s (%s)\n", qs::to_hex(digest, 4).c_str(),
+                 secret_given ? "--secret" : "random, this start only: give every server behind one quicsteer "
+                                             "the same --secret");
   }
   try {
     qs::QuicLbCodec codec(*config);

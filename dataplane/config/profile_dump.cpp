@@ -1,0 +1,202 @@
+// The resolved profile as YAML: every default filled in, in the profile's
+// own spelling.
+#include <openssl/evp.h>
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+#include "dataplane/config/enum_names.h"
+#include "dataplane/config/profile.h"
+#include "dataplane/config/yaml_reader.h"
+#include "steering/hex.h"
+
+namespace qs {
+
+std::string key_fingerprint(const std::array<std::uint8_t, 16>& key) {
+  std::array<std::uint8_t, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (EVP_Digest(key.data(), key.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 || length < 4) {
+    throw std::runtime_error("SHA-256 is not available from libcrypto");
+  }
+  return "sha256:" + to_hex(digest.data(), 4);
+}
+
+std::string dump_profile(const Profile& p, DumpKeys keys) {
+  const auto show = [keys](const std::array<std::uint8_t, 16>& key) {
+    return keys == DumpKeys::kInFull ? to_hex(key.data(), key.size()) : key_fingerprint(key);
+  };
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out << YAML::Comment("quicsteer profile, resolved: every default filled in") << YAML::Newline;
+  out << YAML::BeginMap;
+
+  out << YAML::Key << "eal" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& arg : p.eal) out << YAML::DoubleQuoted << arg;
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
+  for (const PortConfig& port : p.ports) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << port.name;
+    out << YAML::Key << "device" << YAML::Value << YAML::DoubleQuoted << port.device;
+    out << YAML::Key << "rx_queues" << YAML::Value << port.rx_queues;
+    out << YAML::Key << "tx_queues" << YAML::Value << port.tx_queues;
+    out << YAML::Key << "rx_descriptors" << YAML::Value << port.rx_descriptors;
+    out << YAML::Key << "tx_descriptors" << YAML::Value << port.tx_descriptors;
+    out << YAML::Key << "rss" << YAML::Value << YAML::TrueFalseBool << port.rss;
+    out << YAML::Key << "mtu" << YAML::Value << port.mtu;
+    out << YAML::Key << "flow_control" << YAML::Value << flow_control_name(port.flow_control);
+    out << YAML::Key << "rx_drop_en" << YAML::Value << YAML::TrueFalseBool << port.rx_drop_en;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "mempool" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mbufs" << YAML::Value << p.mempool.mbufs;
+  out << YAML::Key << "cache" << YAML::Value << p.mempool.cache;
+  out << YAML::Key << "data_room" << YAML::Value << p.mempool.data_room;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "lcores" << YAML::Value << YAML::BeginSeq;
+  for (const LcoreConfig& lcore : p.lcores) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "id" << YAML::Value << lcore.id;
+    out << YAML::Key << "rx" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const RxQueueRef& ref : lcore.rx) {
+      const std::string port = ref.port < p.ports.size() ? p.ports[ref.port].name : "?";
+      out << YAML::DoubleQuoted << (port + ":" + std::to_string(ref.queue));
+    }
+    out << YAML::EndSeq;
+    out << YAML::Key << "owner" << YAML::Value << YAML::TrueFalseBool << lcore.owner;
+    if (lcore.cost_cycles) out << YAML::Key << "cost_cycles" << YAML::Value << *lcore.cost_cycles;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "rings" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "size" << YAML::Value << p.rings.size;
+  out << YAML::Key << "burst" << YAML::Value << p.rings.burst;
+  out << YAML::EndMap;
+
+  const SteeringConfig& s = p.steering;
+  out << YAML::Key << "steering" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mode" << YAML::Value << config::steering_mode_name(s.mode);
+  out << YAML::Key << "quic_ports" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (std::uint16_t port : s.quic_ports) out << port;
+  out << YAML::EndSeq;
+  out << YAML::Key << "short_dcid_len" << YAML::Value << unsigned(s.short_dcid_len);
+  out << YAML::Key << "quic_lb" << YAML::Value << YAML::BeginSeq;
+  for (const QuicLbConfig& c : s.quic_lb) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "config_id" << YAML::Value << unsigned(c.config_id);
+    out << YAML::Key << "server_id_len" << YAML::Value << unsigned(c.server_id_len);
+    out << YAML::Key << "nonce_len" << YAML::Value << unsigned(c.nonce_len);
+    if (c.key) out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << show(*c.key);
+    out << YAML::Key << "len_self_encode" << YAML::Value << YAML::TrueFalseBool << c.len_self_encode;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "servers" << YAML::Value << YAML::BeginSeq;
+  for (const ServerRoute& r : s.server_routes) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "server_id" << YAML::Value << YAML::DoubleQuoted
+        << to_hex(r.server_id.data(), r.server_id.size());
+    out << YAML::Key << "owner" << YAML::Value << r.owner_lcore;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << show(s.fallback_key);
+  out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
+  out << YAML::Key << "rekey_on_reload" << YAML::Value << YAML::TrueFalseBool << p.rekey_fallback_on_reload;
+  out << YAML::EndMap;
+  out << YAML::Key << "forwarding" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << YAML::TrueFalseBool << s.forwarding.enabled;
+  out << YAML::Key << "max_entries" << YAML::Value << s.forwarding.max_entries;
+  out << YAML::Key << "max_setup_entries" << YAML::Value << s.forwarding.max_setup_entries;
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+
+  // Resolved: every owner filled in. The slot is the position, not written.
+  if (!s.backends.empty()) {
+    out << YAML::Key << "backends" << YAML::Value << YAML::BeginSeq;
+    for (const BackendConfig& b : s.backends) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << b.name;
+      out << YAML::Key << "server_ids" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& id : b.server_ids) out << YAML::DoubleQuoted << to_hex(id);
+      out << YAML::EndSeq;
+      if (b.ipv4) out << YAML::Key << "ipv4" << YAML::Value << YAML::DoubleQuoted << config::format_ipv4(*b.ipv4);
+      if (b.ipv6) out << YAML::Key << "ipv6" << YAML::Value << YAML::DoubleQuoted << config::format_ipv6(*b.ipv6);
+      out << YAML::Key << "mac" << YAML::Value << YAML::DoubleQuoted << config::format_mac(b.mac);
+      if (b.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << config::format_mac(*b.vxlan_mac);
+      out << YAML::Key << "weight" << YAML::Value << b.weight;
+      out << YAML::Key << "state" << YAML::Value << backend_state_name(b.state);
+      out << YAML::Key << "owner" << YAML::Value << b.owner_lcore;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+
+  out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);
+  out << YAML::Key << "high_watermark" << YAML::Value << p.backpressure.high_watermark;
+  out << YAML::Key << "low_watermark" << YAML::Value << p.backpressure.low_watermark;
+  out << YAML::Key << "park_timeout_us" << YAML::Value << p.backpressure.park_timeout_us;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "action" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "type" << YAML::Value << action_name(p.action.type);
+  if (p.action.tx_port >= 0 && std::size_t(p.action.tx_port) < p.ports.size()) {
+    out << YAML::Key << "tx_port" << YAML::Value << YAML::DoubleQuoted << p.ports[p.action.tx_port].name;
+  }
+  if (p.action.type == OwnerAction::kForward) {
+    const DeliveryConfig& d = p.action.delivery;
+    out << YAML::Key << "delivery" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "mode" << YAML::Value << delivery_mode_name(d.mode);
+    if (d.source_ipv4) {
+      out << YAML::Key << "source_ipv4" << YAML::Value << YAML::DoubleQuoted << config::format_ipv4(*d.source_ipv4);
+    }
+    if (d.source_ipv6) {
+      out << YAML::Key << "source_ipv6" << YAML::Value << YAML::DoubleQuoted << config::format_ipv6(*d.source_ipv6);
+    }
+    out << YAML::Key << "vxlan_vni" << YAML::Value << d.vxlan_vni;
+    out << YAML::Key << "vxlan_port" << YAML::Value << d.vxlan_port;
+    if (d.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << config::format_mac(*d.vxlan_mac);
+    out << YAML::Key << "ttl" << YAML::Value << unsigned(d.ttl);
+    out << YAML::Key << "icmp_too_big_per_s" << YAML::Value << d.icmp_too_big_per_s;
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "cost_cycles" << YAML::Value << p.action.cost_cycles;
+  out << YAML::Key << "tx_drain_us" << YAML::Value << p.action.tx_drain_us;
+  out << YAML::Key << "max_connections" << YAML::Value << p.action.max_connections;
+  out << YAML::Key << "idle_timeout_ms" << YAML::Value << p.action.idle_timeout_ms;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "polling" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "idle_sleep_us" << YAML::Value << p.polling.idle_sleep_us;
+  out << YAML::Key << "idle_polls_before_sleep" << YAML::Value << p.polling.idle_polls_before_sleep;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "stats" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "period_ms" << YAML::Value << p.stats.period_ms;
+  out << YAML::Key << "json" << YAML::Value << YAML::DoubleQuoted << p.stats.json_path;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "telemetry" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "prometheus_listen" << YAML::Value << YAML::DoubleQuoted << p.telemetry.prometheus_listen;
+  out << YAML::EndMap;
+
+  // Shortest text that reads back as the same double (here and below).
+  out << YAML::Key << "drain" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "grace_s" << YAML::Value << config::format_real(p.drain.grace_s);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "duration_s" << YAML::Value << config::format_real(p.duration_s);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace qs
