@@ -81,8 +81,10 @@ class ForwardingTables {
   static constexpr unsigned kTupleCredit = ForwardingTable::kMaxCredit;
   static_assert(kMaxBackends <= ForwardingTable::kMaxTarget + 1u, "a table word holds any backend slot");
 
-  // `key`: keys the tables' hashes (the profile's fallback key, so that the
-  // data path and quicsteer-cid classify agree). Throws
+  // `key`: keys the tables' hashes. quicsteer draws one at random at each
+  // start; quicsteer-cid classify uses the profile's fallback key. Only
+  // which bucket an entry takes depends on it, so the two differ at most in
+  // which entries a full table refuses or evicts. Throws
   // std::invalid_argument on a size of 0, std::bad_alloc when memory has no
   // room.
   ForwardingTables(const ForwardingConfig& config, const std::array<std::uint8_t, 16>& key,

@@ -12,8 +12,10 @@
 #include <rte_rcu_qsbr.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -152,7 +154,16 @@ void Dataplane::build_lcores() {
   classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
   const std::uint64_t cid_seed = rte_rand();
   if (profile_.steering.forwarding.enabled && profile_.steering.mode == SteeringMode::kCid) {
-    forwarding_ = make_forwarding_tables(profile_.steering.forwarding, profile_.steering.fallback_key);
+    // The tables' hash key is drawn at each start, not taken from the
+    // profile: nobody, not even one who knows the fallback key (all zeros
+    // by default), can aim DCIDs at one bucket, and a reload that rekeys the
+    // fallback leaves what the tables learned in place.
+    std::array<std::uint8_t, 16> table_key;
+    for (std::size_t i = 0; i < table_key.size(); i += 8) {
+      const std::uint64_t r = rte_rand();
+      std::memcpy(table_key.data() + i, &r, 8);
+    }
+    forwarding_ = make_forwarding_tables(profile_.steering.forwarding, table_key);
     classifier_->use_tables(forwarding_.get());
   }
   live_classifier_.store(classifier_.get(), std::memory_order_release);
