@@ -5,13 +5,15 @@ what reached their segment interfaces. Server N (0..3)
 has QUIC-LB server ID 0a0(N+1), segment MAC 02:00:00:78:02:1N, addresses
 10.78.2.1N / fd78:2::1N and VXLAN MAC 02:00:00:78:03:1N
 (tests/realquic/fleet_topology.sh). Each subcommand prints what it found and
-exits 1 when an assertion fails.
+exits 1 when an assertion fails. ipip_why() is the check of one IP-in-IP
+frame (routing --mode ipip; fleet_check_ipip_test.py runs it on the frames of
+quicsteer's delivery code).
 
   standin     WORK --server N --tags TAG,...
   servers     WORK --logs GLOB --count K [--unknown-cid zero|some]
   connections WORK --since T_NS (--count K | --busiest)
   drain       WORK --server N --before T_NS --reload T_NS
-  routing     WORK TAG --mode l2|vxlan --logs GLOB [--ignore-mld]
+  routing     WORK TAG --mode l2|vxlan|ipip --logs GLOB [--ignore-mld] [--outer-ttl N]
   quicsteer   WORK TAG [--routed-min METHOD=N]... [--routed-max METHOD=N]...
   owners      WORK TAG --cid-len N --connections K [--moved PHASE:N]...
   busiest     WORK TAG --cid-len N --since T_NS --count K
@@ -176,6 +178,128 @@ def ip_udp(frame, off):
     return v, src, dst, sport, dport, udp + 8
 
 
+def pcap_frames(path):
+    """(seconds, frame as captured, its length on the wire) of each record of
+    a classic pcap file (realquic_check.pcap_records, with the length)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return
+    magic = struct.unpack("<I", data[:4])[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    frac = 1e-9 if magic in (0xA1B23C4D, 0x4D3CB2A1) else 1e-6
+    off = 24
+    while off + 16 <= len(data):
+        sec, sub, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        yield sec + sub * frac, data[off + 16:off + 16 + incl], orig
+        off += 16 + incl
+
+
+def csum16(data):
+    """The Internet checksum's folded one's-complement sum (RFC 1071) of
+    data: 0xffff over a header or pseudo-header and segment whose checksum
+    is right."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def ip_packet(frame, off):
+    """(version, header length, total length, protocol / next header, src,
+    dst) of the IPv4 or IPv6 header at frame[off:] (an IPv6 one without
+    extension headers), or None."""
+    if len(frame) < off + 20:
+        return None
+    v = frame[off] >> 4
+    if v == 4:
+        ihl = (frame[off] & 0x0F) * 4
+        if ihl < 20 or len(frame) < off + ihl:
+            return None
+        return (4, ihl, struct.unpack("!H", frame[off + 2:off + 4])[0], frame[off + 9],
+                frame[off + 12:off + 16], frame[off + 16:off + 20])
+    if v == 6 and len(frame) >= off + 40:
+        return (6, 40, 40 + struct.unpack("!H", frame[off + 4:off + 6])[0], frame[off + 6],
+                frame[off + 8:off + 24], frame[off + 24:off + 40])
+    return None
+
+
+def ipip_why(frame, orig_len, sources, backend, ttl=None):
+    """Why an Ethernet frame is not IP-in-IP as quicsteer's ipip delivery
+    writes it (dataplane/fastpath/delivery.h), or None; and where its inner
+    IP header starts (None when it has none). sources: the outer source
+    addresses (IPv4, IPv6); backend: the backend's addresses (IPv4, IPv6),
+    either None when it has none; ttl: the outer TTL / hop limit, or None
+    for any but 0; orig_len: the frame's length on the wire (frame may be
+    cut short by the capture).
+
+    The frame: Ethernet (no VLAN tag), an outer header without options or
+    extension headers of the inner packet's family when the backend has an
+    address of it, the other one otherwise; protocol 4 (IPv4 inside) or 41
+    (IPv6 inside); from the source of its family to the backend's address;
+    its length the inner packet's plus its own, and the frame nothing
+    after it; IPv4: a valid header checksum, no fragment, DF the inner
+    IPv4's (set for IPv6 inside). The inner packet intact: its header's
+    checksum valid (IPv4), its length within the frame, and, when the
+    capture holds all of it, the UDP checksum valid."""
+    ethertype = frame[12:14]
+    if ethertype not in (b"\x08\x00", b"\x86\xdd"):
+        return f"Ethernet type {ethertype.hex()}, not IPv4 or IPv6", None
+    o = ip_packet(frame, 14)
+    if not o or o[0] != (4 if ethertype == b"\x08\x00" else 6):
+        return "no outer IP header of the Ethernet type's version", None
+    v, hl, total, proto, src, dst = o
+    if hl != (20 if v == 4 else 40):
+        return f"an outer IPv{v} header of {hl} octets (options)", None
+    inner = 14 + hl
+    if proto not in (4, 41):
+        return f"outer protocol {proto}, not 4 or 41", None
+    iv = 4 if proto == 4 else 6
+    i = ip_packet(frame, inner)
+    if not i or i[0] != iv:
+        return f"outer protocol {proto} but no IPv{iv} header inside", None
+    want_v = iv if backend[0 if iv == 4 else 1] else (6 if iv == 4 else 4)
+    if v != want_v:
+        return f"IPv{iv} inside IPv{v}, want IPv{want_v} outside (the backend's addresses)", inner
+    want = (sources[0], backend[0]) if v == 4 else (sources[1], backend[1])
+    if (src, dst) != want:
+        return f"outer {src.hex()} -> {dst.hex()}, want {want[0].hex()} -> {want[1].hex()}", inner
+    otl = frame[14 + 8] if v == 4 else frame[14 + 7]
+    if otl == 0 or (ttl is not None and otl != ttl):
+        return f"outer TTL {otl}, want {ttl if ttl is not None else 'not 0'}", inner
+    if total != hl + i[2]:
+        return f"outer length {total}, the inner packet's {i[2]} + {hl}", inner
+    if orig_len not in (14 + total, max(60, 14 + total)):
+        return f"{orig_len} octets on the wire for an IP packet of {total}", inner
+    if v == 4:
+        if csum16(frame[14:34]) != 0xFFFF:
+            return "a bad outer IPv4 header checksum", inner
+        flags = struct.unpack("!H", frame[20:22])[0]
+        if flags & 0x3FFF:
+            return f"an outer fragment (flags/offset {flags:#06x})", inner
+        df = bool(flags & 0x4000)
+        want_df = True if iv == 6 else bool(frame[inner + 6] & 0x40)
+        if df != want_df:
+            return f"outer DF {int(df)}, want {int(want_df)}", inner
+    if iv == 4 and csum16(frame[inner:inner + i[1]]) != 0xFFFF:
+        return "a bad inner IPv4 header checksum", inner
+    if i[2] < i[1]:
+        return f"an inner length {i[2]} below its header", inner
+    end = inner + i[2]
+    if len(frame) >= end and i[3] == 17:
+        udp = frame[inner + i[1]:end]
+        if len(udp) < 8 or struct.unpack("!H", udp[4:6])[0] != len(udp):
+            return "an inner UDP length that is not the rest of the inner packet", inner
+        if iv == 6 or udp[6:8] != b"\0\0":
+            pseudo = i[4] + i[5] + (struct.pack("!BBH", 0, 17, len(udp)) if iv == 4
+                                    else struct.pack("!IxxxB", len(udp), 17))
+            if csum16(pseudo + udp) != 0xFFFF:
+                return "a bad inner UDP checksum", inner
+    return None, inner
+
+
 def cmd_routing(a):
     """Every frame that reached server N's segment interface was delivered as
     the mode says, to the service address, and every one whose DCID a server
@@ -194,7 +318,7 @@ def cmd_routing(a):
     for n in range(NSERVERS):
         st = {"frames": 0, "own": 0, "other": 0, "first": 0, "unknown": 0, "bad_delivery": 0, "not_quic": 0, "mld": 0}
         bad = []
-        for _, f in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
+        for _, f, orig in pcap_frames(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
             st["frames"] += 1
             if len(f) < 14:
                 st["not_quic"] += 1
@@ -220,7 +344,15 @@ def cmd_routing(a):
                 if f[inner:inner + 6] != srv_vxmac(n):
                     why = why or f"inner destination MAC {f[inner:inner + 6].hex()}"
                 inner += 14
-            if a.ignore_mld and f[inner - 2:inner] == b"\x86\xdd" and f[inner + 24:inner + 26] == b"\xff\x02":
+            elif a.mode == "ipip":
+                # IPv4 inside IPv4 and IPv6 inside IPv6 (every server has both)
+                wrong, inner = ipip_why(f, orig, (TX_ADDR, TX_ADDR6), (srv_addr(n), srv_addr6(n)), a.outer_ttl)
+                if inner is None:
+                    st["not_quic"] += 1
+                    continue
+                why = why or wrong
+            if (a.ignore_mld and len(f) > inner and f[inner] >> 4 == 6
+                    and f[inner + 24:inner + 26] == b"\xff\x02"):
                 st["mld"] += 1
                 continue
             q = ip_udp(f, inner)
@@ -563,11 +695,14 @@ def main():
     r = sub.add_parser("routing")
     r.add_argument("work")
     r.add_argument("tag")
-    r.add_argument("--mode", choices=["l2", "vxlan"], required=True)
+    r.add_argument("--mode", choices=["l2", "vxlan", "ipip"], required=True)
     r.add_argument("--logs", required=True)
     # the stand-in's own VXLAN devices report their IPv6 multicast groups
     # (to ff02::) through the tunnel: kernel chatter, not delivery
     r.add_argument("--ignore-mld", action="store_true")
+    # ipip: the outer TTL / hop limit the profile sets (without: any but 0;
+    # the stand-in's IPv4 tunnel inherits the inner TTL)
+    r.add_argument("--outer-ttl", type=int)
     q = sub.add_parser("quicsteer")
     q.add_argument("work")
     q.add_argument("tag")

@@ -3,9 +3,10 @@
 # quicsteer to four quicsteer-servers, more than its two owner lcores, behind
 # one TX port and a Linux bridge; every server holds the service address and
 # answers the clients directly (tests/realquic/fleet_topology.sh). MODE: l2
-# (configs/realquic-fleet-l2.yaml) or vxlan (configs/realquic-fleet-vxlan.yaml),
-# the delivery, with quicsteer-servers that mint QUIC-LB CIDs (steps 0-3, and
-# for l2 the baseline of step 4); or random-cid
+# (configs/realquic-fleet-l2.yaml), vxlan (configs/realquic-fleet-vxlan.yaml)
+# or ipip (configs/realquic-fleet-ipip.yaml), the delivery, with
+# quicsteer-servers that mint QUIC-LB CIDs (steps 0-3, and for l2 the
+# baseline of step 4); or random-cid
 # (configs/realquic-fleet-random-cid.yaml), l2 delivery to unmodified ngtcp2
 # gtlsservers that mint random CIDs (steps 0 and R).
 #
@@ -30,8 +31,11 @@
 #      ID); every CID issued decodes to its server's ID; the frames are
 #      delivered as MODE says (l2: destination MAC the server's, one source
 #      MAC, the TX port's; vxlan: VNI 42 from 10.78.2.2 / fd78:2::2, inner
-#      destination MAC the server's VXLAN MAC); all four servers used; no
-#      leaked mbuf.
+#      destination MAC the server's VXLAN MAC; ipip: IPv4 inside IPv4
+#      (protocol 4) and IPv6 inside IPv6 (41) from 10.78.2.2 / fd78:2::2 to
+#      the server's address, TTL 64, valid checksums, DF the inner one's,
+#      the inner packet intact: fleet_check.py ipip_why); all four servers
+#      used; no leaked mbuf.
 #   4. (l2) The baseline, steering.mode four_tuple (the profile with that one
 #      change), fresh servers: 10 downloads over IPv4 without migration must
 #      complete; 10 downloads and 2 uploads per family with an active
@@ -61,15 +65,24 @@
 # (`quicsteer --check` of the profile): without one, step 0 runs alone and the
 # test is skipped (exit 77) once it passed.
 #
-# usage: fleet_test.sh BUILD_DIR l2|vxlan|random-cid     (as root; exit 77 = skipped)
+# ipip needs a kernel with the ipip and ip6_tunnel modules: the servers
+# decapsulate with the fallback devices tunl0 and ip6tnl0 that every new
+# network namespace then has, and the stand-in of step 0 encapsulates with
+# ipip and ip6tnl devices. Without them (qsfl_has_ipip) nothing runs: the
+# test says "SKIP: fleet ipip: this kernel has no ipip (...)" and exits 77.
+# Its bytes are checked without a kernel: fleet_check_ipip_test.py runs this
+# test's frame check on quicsteer's delivery code's output, and
+# tests/dataplane/delivery_tshark_test.sh has tshark dissect it.
+#
+# usage: fleet_test.sh BUILD_DIR l2|vxlan|ipip|random-cid     (as root; exit 77 = skipped)
 set -uo pipefail
-BUILD=$(cd "${1:?usage: fleet_test.sh BUILD_DIR l2|vxlan|random-cid}" && pwd)
-MODE=${2:?usage: fleet_test.sh BUILD_DIR l2|vxlan|random-cid}
+BUILD=$(cd "${1:?usage: fleet_test.sh BUILD_DIR l2|vxlan|ipip|random-cid}" && pwd)
+MODE=${2:?usage: fleet_test.sh BUILD_DIR l2|vxlan|ipip|random-cid}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 case $MODE in
-  l2 | vxlan) DELIVERY=$MODE ;;
+  l2 | vxlan | ipip) DELIVERY=$MODE ;;
   random-cid) DELIVERY=l2 ;;
-  *) echo "fleet: mode l2, vxlan or random-cid, not '$MODE'"; exit 2 ;;
+  *) echo "fleet: mode l2, vxlan, ipip or random-cid, not '$MODE'"; exit 2 ;;
 esac
 # shellcheck source=tests/realquic/fleet_topology.sh
 source "$SRC/tests/realquic/fleet_topology.sh"
@@ -83,6 +96,10 @@ fi
 for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3 bridge; do
   command -v "$tool" >/dev/null || { echo "fleet: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
 done
+if [ "$MODE" = ipip ] && ! qsfl_has_ipip; then
+  echo "SKIP: fleet ipip: $QSFL_IPIP_MISSING"
+  exit 77
+fi
 
 RQ_BUILD=$BUILD
 RQ_PREFIX=qsfl$$
@@ -111,6 +128,10 @@ start=$(date +%s)
 fl_log() { echo "fleet $MODE: $*"; }
 
 qsfl_up "$RQ_PREFIX" || { echo "fleet: could not make the namespaces"; exit 1; }
+if [ "$MODE" = ipip ]; then
+  qsfl_ipip_servers || { echo "fleet: the servers' tunl0 and ip6tnl0 did not come up"; exit 1; }
+  fl_log "the kernel has ipip: the servers decapsulate with tunl0 and ip6tnl0; end to end"
+fi
 rq_make_files 4
 # quicsteer-server wants its server ID in a profile's steering.servers (the
 # owner it names is only printed): the QUIC-LB config and fallback key of
@@ -335,7 +356,10 @@ fleet_quiclb() {
 
   # ---- 3. over everything
   check $FCHECK servers "$RQ_WORK" --logs 'fleet-server*.jsonl' --count $((2 * QSFL_NSERVERS)) --unknown-cid zero
-  check $FCHECK routing "$RQ_WORK" fleet --mode "$MODE" --logs 'fleet-server*.jsonl'
+  # ipip: the outer TTL / hop limit is the profile's delivery.ttl
+  local ttl=()
+  [ "$MODE" = ipip ] && ttl=(--outer-ttl 64)
+  check $FCHECK routing "$RQ_WORK" fleet --mode "$MODE" --logs 'fleet-server*.jsonl' "${ttl[@]}"
   mkdir -p "$RQ_WORK/cids"
   cp "$RQ_WORK"/fleet-server*.jsonl "$RQ_WORK/cids/"
   for f in "$RQ_WORK"/cids/fleet-server*.jsonl; do mv "$f" "$RQ_WORK/cids/${f##*/fleet-}"; done

@@ -22,13 +22,16 @@
 #            default route via the router (MTU 1500: the clients' path), and
 #            two VXLAN devices (VNI 42, port 4789, MAC 02:00:00:78:03:1N):
 #            qsfl-vx4 on its IPv4 address and qsfl-vx6 on its IPv6 one, whose
-#            decapsulated frames reach the service address on lo
+#            decapsulated frames reach the service address on lo; for ipip
+#            (qsfl_ipip_servers), the kernel's fallback tunnel devices tunl0
+#            and ip6tnl0 up, which decapsulate IPv4-in-IPv4 and
+#            IPv6-in-IPv6 to its addresses
 #
 # The fleet segment carries MTU 1600 (a VXLAN-encapsulated 1500-octet client
-# packet is 1550 octets over IPv4, 1570 over IPv6). IPv6 is on only in the
-# client, router and server namespaces, without router advertisements, DAD or
-# link-local addresses (every neighbour is static): nothing but the clients'
-# own traffic crosses quicsteer. Interface names are fixed (the fleet
+# packet is 1550 octets over IPv4, 1570 over IPv6; ipip makes 1520 and 1540).
+# IPv6 is on only in the client, router and server namespaces, without router
+# advertisements, DAD or link-local addresses (every neighbour is static):
+# nothing but the clients' own traffic crosses quicsteer. Interface names are fixed (the fleet
 # profiles name them); namespace names carry the caller's prefix.
 # qsfl_down removes everything and is safe to call twice.
 
@@ -102,6 +105,44 @@ qsfl_can_netns() {
   local rc=$?
   ip netns del "$probe" 2>/dev/null
   return $rc
+}
+
+# qsfl_has_ipip: whether new network namespaces get the kernel's fallback
+# tunnel devices, tunl0 (module ipip: IPv4 inside IPv4 to any local address)
+# and ip6tnl0 (module ip6_tunnel: IPv6 inside IPv6), which the servers
+# decapsulate with. Asking for a device of each type in a scratch namespace
+# loads the modules where the kernel has them; a second namespace made after
+# that must have both devices (net.core.fb_tunnels_only_for_init_net keeps
+# them out of all but the first namespace). When not, QSFL_IPIP_MISSING says
+# why.
+qsfl_has_ipip() {
+  local probe="qsfl-ipip-$$" missing=() err4 err6
+  QSFL_IPIP_MISSING=
+  ip netns add "$probe-a" 2>/dev/null || { QSFL_IPIP_MISSING="cannot make a network namespace"; return 1; }
+  err4=$(ip -n "$probe-a" link add qsfl-pi4 type ipip local 192.0.2.1 2>&1) && err4= || err4=${err4%%$'\n'*}
+  err6=$(ip -n "$probe-a" link add qsfl-pi6 type ip6tnl mode ip6ip6 local 2001:db8::1 2>&1) && err6= || err6=${err6%%$'\n'*}
+  ip netns del "$probe-a"
+  if ! ip netns add "$probe-b" 2>/dev/null; then
+    QSFL_IPIP_MISSING="cannot make a network namespace"
+    return 1
+  fi
+  ip -n "$probe-b" link show tunl0 >/dev/null 2>&1 || missing+=(tunl0)
+  ip -n "$probe-b" link show ip6tnl0 >/dev/null 2>&1 || missing+=(ip6tnl0)
+  ip netns del "$probe-b"
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  local none="no ${missing[0]}"
+  [ "${#missing[@]}" -eq 2 ] && none+=" and no ${missing[1]}"
+  if [ -n "$err4" ] || [ -n "$err6" ]; then
+    QSFL_IPIP_MISSING="this kernel has no ipip (a new network namespace has $none;"
+    [ -n "$err4" ] && QSFL_IPIP_MISSING+=" ip link add type ipip: $err4;"
+    [ -n "$err6" ] && QSFL_IPIP_MISSING+=" ip link add type ip6tnl: $err6;"
+    QSFL_IPIP_MISSING="${QSFL_IPIP_MISSING%;})"
+  else
+    QSFL_IPIP_MISSING="the kernel makes ipip and ip6tnl devices, but a new network namespace has $none"
+    QSFL_IPIP_MISSING+=" (net.core.fb_tunnels_only_for_init_net is"
+    QSFL_IPIP_MISSING+=" $(sysctl -n net.core.fb_tunnels_only_for_init_net 2>/dev/null || echo unknown))"
+  fi
+  return 1
 }
 
 # qsfl_up PREFIX: makes the namespaces and links.
@@ -218,6 +259,28 @@ qsfl_server_up() {
   done
 }
 
+# qsfl_ipip_servers: every server decapsulates ipip (qsfl_has_ipip first):
+# tunl0 takes IPv4 inside IPv4 and ip6tnl0 IPv6 inside IPv6 (its fallback
+# mode, ip6ip6) to any of the server's addresses, from any source; what they
+# decapsulate is for the service address on lo. rp_filter 0 on them: the
+# client's address is routed out of qsfl-e, not back through the tunnel.
+qsfl_ipip_servers() {
+  local n srv d
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do
+    srv=$(qsfl_ns "srv$n")
+    # ip6tnl0 was made with the namespace, before qsfl_ipv6 set the defaults
+    # (only disable_ipv6 of "all" reaches existing devices)
+    ip netns exec "$srv" sysctl -q -w net.ipv6.conf.ip6tnl0.disable_ipv6=0 net.ipv6.conf.ip6tnl0.accept_ra=0 \
+      net.ipv6.conf.ip6tnl0.router_solicitations=0 || return 1
+    for d in tunl0 ip6tnl0; do
+      ip -n "$srv" link set "$d" addrgenmode none 2>/dev/null
+      ip netns exec "$srv" sysctl -q -w "net.ipv4.conf.$d.rp_filter=0" || return 1
+      qsfl_no_offload "$srv" "$d"
+      ip -n "$srv" link set "$d" up || return 1
+    done
+  done
+}
+
 # qsfl_client_source ADDR ADDR6: the source addresses new client sockets take
 # (a migration after this change moves to them).
 qsfl_client_source() {
@@ -225,14 +288,18 @@ qsfl_client_source() {
     ip -n "$(qsfl_ns cli)" -6 route replace default via fd78::1 dev qsfl-c src "$2"
 }
 
-# qsfl_standin l2|vxlan|off N: the kernel in quicsteer's place, sending every
+# qsfl_standin l2|vxlan|ipip|off N: the kernel in quicsteer's place, sending every
 # client packet to server N only (no quicsteer may run meanwhile), by routing
 # in the quicsteer namespace (qsfl-rx has the MAC the router sends the service
 # address to): l2, the service address out of qsfl-tx to server N's MAC (a
 # static neighbour; what l2 delivery does but for the TTL); vxlan, into a
 # VXLAN device per family (VNI 42, from 10.78.2.2 or fd78:2::2) towards server
-# N, inner destination MAC server N's VXLAN MAC. It checks the topology with
-# no quicsteer at all (this kernel has no tc pedit to rewrite MACs in place).
+# N, inner destination MAC server N's VXLAN MAC; ipip, into an ipip device
+# (IPv4 inside IPv4, from 10.78.2.2, DF the inner packet's, TTL inherited)
+# and an ip6tnl device (IPv6 inside IPv6, from fd78:2::2, no encapsulation
+# limit option, hop limit 64) towards server N (this needs a kernel with ipip
+# and ip6_tunnel). It checks the topology with no quicsteer at all (this
+# kernel has no tc pedit to rewrite MACs in place).
 qsfl_standin() {
   local mode=$1 n=$2 qs
   qs=$(qsfl_ns qs)
@@ -274,7 +341,27 @@ qsfl_standin() {
       ip -n "$qs" neigh replace "$QSFL_VIP" lladdr "$(qsfl_srv_vxmac "$n")" nud permanent dev qsfl-sv4
       ip -n "$qs" neigh replace "$QSFL_VIP6" lladdr "$(qsfl_srv_vxmac "$n")" nud permanent dev qsfl-sv6
       ;;
-    *) echo "qsfl_standin: l2, vxlan or off, not '$mode'"; return 1 ;;
+    ipip)
+      ip -n "$qs" neigh replace "$(qsfl_srv_addr "$n")" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      ip -n "$qs" neigh replace "$(qsfl_srv_addr6 "$n")" lladdr "$(qsfl_srv_mac "$n")" nud permanent dev qsfl-tx
+      # nopmtudisc: the outer DF is the inner one's, as quicsteer's ipip
+      # (the kernel then allows only an inherited TTL)
+      ip -n "$qs" link add qsfl-sv4 type ipip local "$QSFL_TX_ADDR" remote "$(qsfl_srv_addr "$n")" dev qsfl-tx \
+        ttl inherit nopmtudisc || return 1
+      # encaplimit none: no destination options header (RFC 2473's tunnel
+      # encapsulation limit), next header 41 as quicsteer writes it
+      ip -n "$qs" link add qsfl-sv6 type ip6tnl mode ip6ip6 local "$QSFL_TX_ADDR6" remote "$(qsfl_srv_addr6 "$n")" \
+        dev qsfl-tx encaplimit none hoplimit 64 || return 1
+      local v
+      for v in qsfl-sv4 qsfl-sv6; do
+        ip -n "$qs" link set "$v" mtu 1500 addrgenmode none 2>/dev/null || ip -n "$qs" link set "$v" mtu 1500 || return 1
+        qsfl_no_offload "$qs" "$v"
+        ip -n "$qs" link set "$v" up || return 1
+      done
+      ip -n "$qs" route add "$QSFL_VIP/32" dev qsfl-sv4 || return 1
+      ip -n "$qs" -6 route add "$QSFL_VIP6/128" dev qsfl-sv6 || return 1
+      ;;
+    *) echo "qsfl_standin: l2, vxlan, ipip or off, not '$mode'"; return 1 ;;
   esac
 }
 
