@@ -3,10 +3,9 @@
 can happen to a running quicsteer happens at once, then the books must close.
 
 quicsteer runs tests/soak/soak.yaml (a net_memif server, reflect, park with a
-park timeout longer than the run) against a traffic peer on the memif
-pair: pktgen-DPDK replaying the capture with scripts/pktgen/replay.lua when
-$PKTGEN names a binary, else dpdk-testpmd replaying it (net_pcap with
-infinite_rx, io forwarding to the memif port and back). The capture is
+park timeout longer than any pause of the run) against a traffic peer on the
+memif pair: pktgen-DPDK (the binary in $PKTGEN) replaying the capture with
+scripts/pktgen/replay.lua. Without $PKTGEN the soak is skipped (77). The capture is
 quicgen's (client to server) with a forwarding-table flood woven in: one
 client (one 4-tuple, one SCID) that sent one Initial and then sends Handshake
 and 1-RTT packets with a fresh DCID each, issue 29 item 1.
@@ -53,7 +52,7 @@ time); telemetry still answers at the end; the mbuf leak check at exit.
 Prints a summary and writes results/soak.json (or --json).
 
 usage: soak.py --build DIR [--minutes N] [--json FILE]
-Needs root (the memif pair, SCHED_FIFO); without root it exits 77 saying so.
+Needs root (the memif pair, SCHED_FIFO) and $PKTGEN; without them it exits 77 saying so.
 """
 import argparse
 import json
@@ -371,51 +370,6 @@ class PktgenPeer:
         return (sent, received)
 
 
-class TestpmdPeer:
-    """dpdk-testpmd as the memif client: net_pcap replays the capture forever
-    (infinite_rx) and io forwarding moves it onto the memif port and what
-    comes back onto net_pcap's TX (written to /dev/null). Interactive, so
-    that 'stop' ends the traffic while quicsteer keeps running."""
-    name = "testpmd"
-
-    def __init__(self, testpmd, work, capture, sock):
-        self.testpmd, self.work, self.capture, self.sock = testpmd, work, capture, sock
-        self.proc, self.log = None, None
-
-    def start(self, generation, duration_s):
-        self.log = os.path.join(self.work, f"peer{generation}.testpmd.log")
-        cap = self.capture
-        cmd = [self.testpmd, "--lcores", "0@0,1@1", "--no-huge", "-m", "1024", "--no-pci",
-               "--file-prefix", f"qs-soak-testpmd-{os.getpid()}", "--log-level", "*:notice",
-               "--vdev", f"net_pcap0,rx_pcap={cap},rx_pcap={cap},tx_pcap=/dev/null,infinite_rx=1",
-               "--vdev", f"net_memif0,role=client,socket={self.sock},id=0",
-               "--", "-i", "--rxq=2", "--txq=1", "--forward-mode=io", "--total-num-mbufs=131072"]
-        self.out = open(self.log, "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        self.proc.stdin.write(b"start\n")
-        self.proc.stdin.flush()
-
-    def kill(self):
-        memif_pair._stop(self.proc, signal.SIGKILL, 5)
-
-    def finish(self, timeout):
-        try:
-            self.proc.stdin.write(b"stop\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            return f"testpmd had exited (see {self.log})"
-        return None  # quit after quicsteer drained: quit()
-
-    def quit(self):
-        try:
-            self.proc.stdin.write(b"quit\n")
-            self.proc.stdin.flush()
-            self.proc.wait(20)
-        except (BrokenPipeError, subprocess.TimeoutExpired):
-            self.kill()
-
-
 # ---------------------------------------------------------------- the run
 
 class Soak:
@@ -531,10 +485,7 @@ class Soak:
         print(f"capture: {n_regular} quicgen frames ({CONNECTIONS} connections, client to server) + "
               f"{n_flood} flood frames (one client, {FLOOD_DCIDS} fresh DCIDs in long and in short headers)")
 
-        if a.pktgen:
-            peer = PktgenPeer(a.pktgen, self.work, capture, sock, a.rate)
-        else:
-            peer = TestpmdPeer(a.testpmd, self.work, capture, sock)
+        peer = PktgenPeer(a.pktgen, self.work, capture, sock, a.rate)
         stats_json = os.path.join(self.work, "stats.json")
         self.qs = subprocess.Popen([os.path.join(a.build, "quicsteer"), "--", "--profile", self.profile,
                                     "--stats-json", stats_json],
@@ -606,8 +557,6 @@ class Soak:
                 t.join(30)
             check(self.qs.poll() is None, "quicsteer ran throughout")
             drained = self.wait_drained()
-            if isinstance(peer, TestpmdPeer):
-                peer.quit()
             result.update(self.final_checks(drained, prefix, stats_json))
         finally:
             self.stop_events.set()
@@ -799,20 +748,16 @@ def main():
         print("SKIP: the soak needs root (quicsteer and its peer on net_memif, the SCHED_FIFO owner stall)")
         return SKIP
     args.pktgen = os.environ.get("PKTGEN", "")
-    args.testpmd = None
-    if args.pktgen:
-        if not os.access(args.pktgen, os.X_OK):
-            print(f"FAIL: PKTGEN={args.pktgen} is not an executable file")
-            return 1
-        if subprocess.call(["sh", "-c", "command -v script >/dev/null"]) != 0:
-            print("FAIL: script(1) is needed to run pktgen (bsdutils)")
-            return 1
-    else:
-        args.testpmd = subprocess.run(["sh", "-c", "command -v dpdk-testpmd"], capture_output=True,
-                                      text=True).stdout.strip()
-        if not args.testpmd:
-            print("SKIP: neither $PKTGEN nor dpdk-testpmd (Debian's dpdk package) to play the memif peer")
-            return SKIP
+    if not args.pktgen:
+        print("SKIP: set PKTGEN to a pktgen-DPDK 23.06 binary (../shared/tools/pktgen/build.sh builds one; "
+              "scripts/pktgen/README.md says how): it plays the soak's memif peer")
+        return SKIP
+    if not os.access(args.pktgen, os.X_OK):
+        print(f"FAIL: PKTGEN={args.pktgen} is not an executable file")
+        return 1
+    if subprocess.call(["sh", "-c", "command -v script >/dev/null"]) != 0:
+        print("FAIL: script(1) is needed to run pktgen (bsdutils)")
+        return 1
     for exe in ("quicsteer", "quicgen"):
         if not os.access(os.path.join(args.build, exe), os.X_OK):
             print(f"FAIL: {os.path.join(args.build, exe)} is not built")
@@ -830,7 +775,7 @@ def main():
                 path = os.path.join(work, name)
                 if os.path.exists(path):
                     print(f"--- the last of {name}:\n" + memif_pair.read(path)[-3000:])
-    peer_name = "pktgen" if args.pktgen else "testpmd"
+    peer_name = "pktgen"
     lines = summary_lines(result, args, peer_name, time.monotonic() - start)
     lines.append(f"  result: {'PASS' if not failures else 'FAIL (' + str(len(failures)) + ' checks)'}")
     print("\n".join(lines))
