@@ -138,7 +138,10 @@ std::string without_file_content(std::string_view answer) {
 // taken from that directory, so a client needs no knowledge of quicsteer's
 // working directory. A path that does not resolve is refused as outside
 // unless its own spelling stays inside, so that the refusal never tells
-// whether a file elsewhere exists.
+// whether a file elsewhere exists; one that stays inside goes on to the
+// loader as spelled, which refuses it as any missing profile. A refusal here
+// never reaches the control loop: it is answered and logged, not counted in
+// reloads_refused.
 ReloadPath confine_reload_path(const std::string& requested, const std::string& profile_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -155,7 +158,9 @@ ReloadPath confine_reload_path(const std::string& requested, const std::string& 
   if (real.empty()) {
     const fs::path spelled = asked.lexically_normal();
     if (!is_under(spelled, dir_given.lexically_normal()) && !is_under(spelled, dir)) return {{}, outside};
-    return {{}, requested + ": cannot open: " + std::strerror(error)};
+    // Inside as spelled: the control loop's loader refuses it (cannot open)
+    // and counts the refusal like any other.
+    return {spelled.string(), {}};
   }
   if (!is_under(real, dir)) return {{}, outside};
   return {real, {}};

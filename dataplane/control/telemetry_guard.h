@@ -49,7 +49,9 @@ std::string without_file_content(std::string_view answer);
 // path. Relative paths are read from the profile's directory; the path must
 // resolve (realpath: '..' and symlinks followed) to a file under that
 // directory, resolved the same way. `path` is the resolved path to reload
-// when it does; otherwise `refusal` says why, naming only what was asked.
+// when it does (a path that does not resolve but is spelled inside is passed
+// on as spelled, for the loader to refuse); otherwise `refusal` says why,
+// naming only what was asked.
 struct ReloadPath {
   std::string path;
   std::string refusal;

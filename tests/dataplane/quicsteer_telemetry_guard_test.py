@@ -164,7 +164,8 @@ with tempfile.TemporaryDirectory() as tmp:
     shown = "caf\\xc3\\xa9\\x01\\x1b[2J\\x7f\\xff"
     # A path that does not exist.
     answer = reload(odd + b".yaml")
-    check(answer == f"refused: {shown}.yaml: cannot open: No such file or directory; steering generation 2 stays live",
+    check(answer == f"refused: {real_profiles}/{shown}.yaml: cannot open: No such file or directory; "
+                    "steering generation 2 stays live",
           f"a missing path with such bytes is refused and shown escaped: {answer}")
     every_command_answers_json("after a reload of a missing odd path")
     # A valid profile with such a name, whose content the refusal quotes: the
