@@ -2,13 +2,15 @@
 
 #include <rte_telemetry.h>
 
-#include <cctype>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "dataplane/control/telemetry_guard.h"
 #include "dataplane/fastpath/drop_reason.h"
 
 namespace qs {
@@ -66,12 +68,19 @@ void add_owner(rte_tel_data* d, const OwnerTotals& o) {
   rte_tel_data_add_dict_u64(d, "tx_held_us", o.tx_held_us);
 }
 
-// DPDK accepts only letters, digits, '_' and '/' in names.
-std::string telemetry_name(const std::string& text) {
-  std::string out = text;
-  for (char& c : out)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '/') c = '_';
-  return out;
+// Every string value goes through one of these two (telemetry_text: DPDK
+// 22.11 must never see a byte >= 0x80 or a control character). A value in a
+// dict is at most RTE_TEL_MAX_STRING_LEN with its NUL, a whole answer
+// RTE_TEL_MAX_SINGLE_STRING_LEN.
+constexpr std::size_t kDictStringLimit = RTE_TEL_MAX_STRING_LEN - 1;
+constexpr std::size_t kAnswerLimit = RTE_TEL_MAX_SINGLE_STRING_LEN - 1;
+
+void add_dict_text(rte_tel_data* d, const char* name, std::string_view text) {
+  rte_tel_data_add_dict_string(d, name, telemetry_text(text, kDictStringLimit).c_str());
+}
+
+void answer_text(rte_tel_data* d, std::string_view text, Newlines newlines = Newlines::kEscape) {
+  rte_tel_data_string(d, telemetry_text(text, kAnswerLimit, newlines).c_str());
 }
 
 // One entry per item, each a dict; DPDK caps a dict's entries, the rest are
@@ -183,7 +192,7 @@ int cmd_backends(const char*, const char*, rte_tel_data* d) {
   dict_of_dicts(
       d, s.backends, [](const BackendSnapshot& b) { return b.name; },
       [](rte_tel_data* e, const BackendSnapshot& b) {
-        rte_tel_data_add_dict_string(e, "state", b.state.c_str());
+        add_dict_text(e, "state", b.state);
         rte_tel_data_add_dict_u64(e, "owner_lcore", b.owner_lcore);
         rte_tel_data_add_dict_u64(e, "weight", b.weight);
         for (const auto& f : kBackendCounterFields) rte_tel_data_add_dict_u64(e, f.name, b.*f.value);
@@ -204,7 +213,7 @@ int cmd_steering(const char*, const char*, rte_tel_data* d) {
   const SteeringState st = v->steering();
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "generation", st.generation);
-  rte_tel_data_add_dict_string(d, "profile", st.profile_path.c_str());
+  add_dict_text(d, "profile", st.profile_path);
   rte_tel_data* ids = rte_tel_data_alloc();
   if (ids != nullptr) {
     rte_tel_data_start_array(ids, RTE_TEL_INT_VAL);
@@ -214,10 +223,9 @@ int cmd_steering(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "servers", st.servers);
   rte_tel_data_add_dict_u64(d, "reloads_applied", st.reloads_applied);
   rte_tel_data_add_dict_u64(d, "reloads_refused", st.reloads_refused);
-  // A string value is at most RTE_TEL_MAX_STRING_LEN; /quicsteer/reload
-  // answers with the whole message.
-  rte_tel_data_add_dict_string(d, "last_reload",
-                               st.last_reload.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+  // Cut to a dict's string; /quicsteer/reload answers with the whole
+  // message (both without the content of a refused file).
+  add_dict_text(d, "last_reload", without_file_content(st.last_reload));
   return 0;
 }
 
@@ -226,28 +234,43 @@ int cmd_health(const char*, const char*, rte_tel_data* d) {
   const Health h = v->health();
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "healthy", h.healthy ? 1 : 0);
-  rte_tel_data_add_dict_string(d, "reason", h.reason.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+  add_dict_text(d, "reason", h.reason);
   return 0;
 }
 
 int cmd_profile(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const SteeringState st = v->steering();
-  if (st.resolved_profile.size() < RTE_TEL_MAX_SINGLE_STRING_LEN) {
-    rte_tel_data_string(d, st.resolved_profile.c_str());
+  // Kept multi-line (DPDK escapes '\n'); shown only when the whole of it fits.
+  const std::string profile = telemetry_text(st.resolved_profile, std::string::npos, Newlines::kKeep);
+  if (telemetry_json_length(profile) <= kAnswerLimit) {
+    rte_tel_data_string(d, profile.c_str());
   } else {
-    const std::string note = "the resolved profile (" + std::to_string(st.resolved_profile.size()) +
-                             " bytes) is longer than one telemetry answer; quicsteer --check " + st.profile_path +
-                             " prints it";
-    rte_tel_data_string(d, note.c_str());
+    answer_text(d, "the resolved profile (" + std::to_string(st.resolved_profile.size()) +
+                       " bytes) is longer than one telemetry answer; quicsteer --check " + st.profile_path +
+                       " prints it");
   }
   return 0;
 }
 
 int cmd_reload(const char*, const char* params, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
-  const std::string answer = v->request_reload(params != nullptr ? params : "", kReloadWait);
-  rte_tel_data_string(d, answer.substr(0, RTE_TEL_MAX_SINGLE_STRING_LEN - 1).c_str());
+  std::string path;  // empty: the profile quicsteer started with
+  if (params != nullptr && *params != '\0') {
+    ReloadPath confined = confine_reload_path(params, v->steering().profile_path);
+    if (!confined.refusal.empty()) {
+      // Refused here, the control loop never sees it: quicsteer's log gets it
+      // from this thread (the path escaped as for telemetry, so that it cannot
+      // forge log lines).
+      const std::string answer = "refused: " + confined.refusal + "; steering generation " +
+                                 std::to_string(v->steering().generation) + " stays live";
+      std::fprintf(stderr, "quicsteer: reload (/quicsteer/reload) %s\n", telemetry_text(answer, kAnswerLimit).c_str());
+      answer_text(d, answer);
+      return 0;
+    }
+    path = std::move(confined.path);
+  }
+  answer_text(d, without_file_content(v->request_reload(path, kReloadWait)));
   return 0;
 }
 
@@ -259,7 +282,7 @@ void register_once() {
       telemetry_cb fn;
       const char* help;
     };
-    const Command commands[] = {
+    static constexpr Command commands[] = {
         {"/quicsteer/totals", cmd_totals, "Counters of the whole data path and the live steering generation. No parameters"},
         {"/quicsteer/lcores", cmd_lcores, "Counters per lcore (receive, owner, drops by reason). No parameters"},
         {"/quicsteer/queues", cmd_queues, "Counters per RX queue, named port/queue. No parameters"},
@@ -273,8 +296,13 @@ void register_once() {
          "healthy 1 while every lcore's loop makes progress and every port's link is up, else 0 and the reason. No parameters"},
         {"/quicsteer/profile", cmd_profile, "The live profile, resolved (every default filled in). No parameters"},
         {"/quicsteer/reload", cmd_reload,
-         "Reloads the steering section. Parameter: a profile path (default: the one quicsteer started with)"},
+         "Reloads the steering section. Parameter: a profile path in the profile's directory (default: the one quicsteer "
+         "started with)"},
     };
+    // DPDK refuses a help text of RTE_TEL_MAX_STRING_LEN or more, and the
+    // command would then not exist.
+    static_assert(std::ranges::all_of(
+        commands, [](const Command& c) { return std::string_view(c.help).size() < RTE_TEL_MAX_STRING_LEN; }));
     for (const Command& c : commands) rte_telemetry_register_cmd(c.name, c.fn, c.help);
   });
 }

@@ -1,0 +1,169 @@
+#include "dataplane/control/telemetry_guard.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+namespace qs {
+namespace {
+
+constexpr std::string_view kCutMark = "...";
+constexpr std::string_view kNotShown = "'[not shown]'";
+
+bool printable(unsigned char c) { return c >= 0x20 && c < 0x7f; }
+
+// What one byte becomes, and how many bytes DPDK writes for that.
+std::string_view escape(unsigned char c, Newlines newlines, char (&buffer)[4]) {
+  if (c == '\\') return "\\\\";
+  if (printable(c) || (c == '\n' && newlines == Newlines::kKeep)) {
+    buffer[0] = char(c);
+    return {buffer, 1};
+  }
+  constexpr char kHex[] = "0123456789abcdef";
+  buffer[0] = '\\';
+  buffer[1] = 'x';
+  buffer[2] = kHex[c >> 4];
+  buffer[3] = kHex[c & 0xf];
+  return {buffer, 4};
+}
+
+std::size_t json_length(char c) { return c == '"' || c == '\\' || c == '\n' ? 2 : 1; }
+
+bool ascii_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Where the first ":LINE:COL: " ends in `text`, or npos.
+std::size_t after_location(std::string_view text) {
+  for (std::size_t at = text.find(':'); at != std::string_view::npos; at = text.find(':', at + 1)) {
+    std::size_t i = at + 1;
+    const std::size_t line = i;
+    while (i < text.size() && ascii_digit(text[i])) ++i;
+    if (i == line || i >= text.size() || text[i] != ':') continue;
+    const std::size_t column = ++i;
+    while (i < text.size() && ascii_digit(text[i])) ++i;
+    if (i == column || i + 1 >= text.size() || text[i] != ':' || text[i + 1] != ' ') continue;
+    return i + 2;
+  }
+  return std::string_view::npos;
+}
+
+bool is_under(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  const std::string p = path.string(), d = dir.string();
+  if (d == "/") return p.size() > 1 && p[0] == '/';
+  return p.size() > d.size() + 1 && p.compare(0, d.size(), d) == 0 && p[d.size()] == '/';
+}
+
+std::string resolved(const std::filesystem::path& path, int& error) {
+  char buffer[PATH_MAX];
+  if (::realpath(path.c_str(), buffer) == nullptr) {
+    error = errno;
+    return {};
+  }
+  error = 0;
+  return buffer;
+}
+
+}  // namespace
+
+std::string telemetry_text(std::string_view text, std::size_t limit, Newlines newlines) {
+  std::string out;
+  std::size_t json = 0;
+  // Where the text may be cut so that the mark still fits.
+  std::size_t fits_with_mark = 0;
+  const std::size_t mark_json = kCutMark.size();
+  for (const char c : text) {
+    char buffer[4];
+    const std::string_view piece = escape(static_cast<unsigned char>(c), newlines, buffer);
+    std::size_t piece_json = 0;
+    for (const char e : piece) piece_json += json_length(e);
+    if (json + piece_json > limit) {
+      out.resize(fits_with_mark);
+      if (limit >= mark_json) out += kCutMark;
+      return out;
+    }
+    out += piece;
+    json += piece_json;
+    if (json + mark_json <= limit) fits_with_mark = out.size();
+  }
+  return out;
+}
+
+std::size_t telemetry_json_length(std::string_view safe_text) {
+  std::size_t n = 0;
+  for (const char c : safe_text) n += json_length(c);
+  return n;
+}
+
+std::string telemetry_name(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || ascii_digit(c) || c == '_' || c == '/';
+    if (!allowed) c = '_';
+  }
+  return out;
+}
+
+std::string without_file_content(std::string_view answer) {
+  const std::size_t located = after_location(answer);
+  if (located == std::string_view::npos) return std::string(answer);
+  std::string out(answer.substr(0, located));
+  std::string_view rest = answer.substr(located);
+  // "KEY: unknown key (allowed here: ...)": KEY ends in the file's own name.
+  // Searched for, not split at the first ": ", since a quoted key may hold one.
+  if (const std::size_t unknown = rest.find(": unknown key ("); unknown != std::string_view::npos) {
+    rest = rest.substr(unknown + 2);
+  } else if (rest.substr(0, 14) == "syntax error: ") {
+    // yaml-cpp appends the offending character to some of its messages.
+    return out + "syntax error (the details are in quicsteer's log)";
+  }
+  // The profile loader quotes what it read ('...', "the quoted string
+  // '...'"), and the value may hold quotes itself: from the first quote to
+  // the last, whatever pairs them.
+  const std::size_t first = rest.find_first_of("'\"");
+  if (first == std::string_view::npos) return out + std::string(rest);
+  const std::size_t last = rest.find_last_of("'\"");
+  out += rest.substr(0, first);
+  out += kNotShown;
+  out += rest.substr(last + 1);
+  return out;
+}
+
+// Why a telemetry reload may name a file at all, and only one beside the
+// running profile: with no path, switching to a prepared profile (blue/green,
+// a rollback to the previous file) would mean rewriting the live file in
+// place, which a SIGHUP or a restart then reads half-written. Whoever may put
+// files in the profile's directory configures quicsteer anyway; everywhere
+// else (keys, /etc, other services) stays out of reach. Relative paths are
+// taken from that directory, so a client needs no knowledge of quicsteer's
+// working directory. A path that does not resolve is refused as outside
+// unless its own spelling stays inside, so that the refusal never tells
+// whether a file elsewhere exists; one that stays inside goes on to the
+// loader as spelled, which refuses it as any missing profile. A refusal here
+// never reaches the control loop: it is answered and logged, not counted in
+// reloads_refused.
+ReloadPath confine_reload_path(const std::string& requested, const std::string& profile_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir_given = fs::absolute(fs::path(profile_path), ec).parent_path();
+  int error = 0;
+  const std::string dir = resolved(dir_given, error);
+  if (dir.empty()) {
+    return {{}, "the running profile's directory cannot be resolved (" + std::string(std::strerror(error)) + ")"};
+  }
+  const fs::path asked = fs::path(requested).is_absolute() ? fs::path(requested) : fs::path(dir) / requested;
+  const std::string outside = requested + ": not under " + dir +
+                              ", the running profile's directory (a reload over telemetry reads only files there)";
+  const std::string real = resolved(asked, error);
+  if (real.empty()) {
+    const fs::path spelled = asked.lexically_normal();
+    if (!is_under(spelled, dir_given.lexically_normal()) && !is_under(spelled, dir)) return {{}, outside};
+    // Inside as spelled: the control loop's loader refuses it (cannot open)
+    // and counts the refusal like any other.
+    return {spelled.string(), {}};
+  }
+  if (!is_under(real, dir)) return {{}, outside};
+  return {real, {}};
+}
+
+}  // namespace qs
