@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
+#include "dataplane/control/counter_fields.h"
 #include "dataplane/fastpath/drop_reason.h"
 
 namespace qs {
@@ -45,6 +48,14 @@ class Writer {
     if (!labels.empty()) o_ << '{' << labels << '}';
     o_ << ' ' << value << '\n';
   }
+  // Microseconds, written in seconds (Prometheus' base unit), exactly.
+  void sample_us_as_seconds(const std::string& labels, std::uint64_t us) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%" PRIu64 ".%06" PRIu64, us / 1000000, us % 1000000);
+    o_ << name_;
+    if (!labels.empty()) o_ << '{' << labels << '}';
+    o_ << ' ' << text << '\n';
+  }
   std::string text() const { return o_.str(); }
 
  private:
@@ -54,6 +65,35 @@ class Writer {
 
 std::string label(const char* name, const std::string& value) { return std::string(name) + "=\"" + escape(value) + "\""; }
 std::string label(const char* name, std::uint64_t value) { return label(name, std::to_string(value)); }
+
+// A table of counter_fields.h, one family per metric: for each item, its
+// `labels` and the value in `select(item)`. Fields that share a family (told
+// apart by their label) are neighbours in the table and go out together,
+// item by item.
+template <typename Items, typename Labels, typename Select, typename Field, std::size_t N>
+void families(Writer& w, const Field (&fields)[N], const Items& items, Labels labels, Select select) {
+  for (std::size_t first = 0; first < N;) {
+    std::size_t end = first + 1;
+    while (end < N && std::strcmp(fields[end].metric, fields[first].metric) == 0) ++end;
+    w.family(std::string("quicsteer_") + fields[first].metric,
+             fields[first].kind == CounterKind::kGauge ? "gauge" : "counter", fields[first].help);
+    for (const auto& item : items) {
+      const std::string base = labels(item);
+      for (std::size_t f = first; f < end; ++f) {
+        const Field& field = fields[f];
+        std::string l = base;
+        if (*field.label) {
+          if (!l.empty()) l += ',';
+          l += field.label;
+        }
+        const std::uint64_t value = select(item).*field.value;
+        if (field.unit == CounterUnit::kMicroseconds) w.sample_us_as_seconds(l, value);
+        else w.sample(l, value);
+      }
+    }
+    first = end;
+  }
+}
 
 }  // namespace
 
@@ -65,64 +105,29 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
   auto owner_labels = [](const LcoreSnapshot& l) {
     return label("lcore", l.lcore) + "," + label("owner", std::uint64_t(l.owner_index));
   };
-  const auto per_queue = [&](const char* name, const char* help, auto value) {
-    w.family(name, "counter", help);
-    for (const auto& q : s.queues) w.sample(queue_labels(q), value(q.rx));
-  };
-  per_queue("quicsteer_rx_packets_total", "Packets received from an RX queue.", [](const ReceiveTotals& r) { return r.rx; });
-  w.family("quicsteer_steered_packets_total", "counter",
-           "Packets steered from an RX queue: to the receiving lcore itself or handed over on a ring.");
-  for (const auto& q : s.queues) {
-    w.sample(queue_labels(q) + "," + label("to", "self"), q.rx.steered_self);
-    w.sample(queue_labels(q) + "," + label("to", "other"), q.rx.steered_other);
-  }
-  per_queue("quicsteer_enqueued_packets_total", "Packets handed over on receiver->owner rings.",
-            [](const ReceiveTotals& r) { return r.enqueued; });
-  per_queue("quicsteer_not_quic_packets_total", "Packets that were not QUIC (steered by their 4-tuple).",
-            [](const ReceiveTotals& r) { return r.not_quic; });
-  per_queue("quicsteer_parks_total", "Times an RX queue was parked (back-pressure).",
-            [](const ReceiveTotals& r) { return r.parks; });
-  per_queue("quicsteer_parked_packets_total", "Packets held in an RX queue's parking ticket.",
-            [](const ReceiveTotals& r) { return r.parked_packets; });
+  const auto itself = [](const auto& item) -> const auto& { return item; };
+  families(w, kReceiveFields, s.queues, queue_labels, [](const QueueSnapshot& q) -> const ReceiveTotals& { return q.rx; });
   w.family("quicsteer_routed_packets_total", "counter",
            "Packets from an RX queue by the rule that chose their owner (QUIC-LB, a forwarding table, a hash).");
   for (const auto& q : s.queues)
     for (std::size_t m = 0; m < kResolveMethods; ++m)
       w.sample(queue_labels(q) + "," + label("rule", std::string(to_string(ResolveMethod(m)))), q.rx.routed[m]);
-  per_queue("quicsteer_forwarding_learned_total", "Entries an RX queue's packets added to the forwarding table.",
-            [](const ReceiveTotals& r) { return r.learned; });
-  per_queue("quicsteer_forwarding_setups_total", "Connection set-ups (first Initials) recorded in the setup table.",
-            [](const ReceiveTotals& r) { return r.setups; });
-  per_queue("quicsteer_forwarding_setup_evicted_total", "Setup entries replaced by newer ones (the setup table was full).",
-            [](const ReceiveTotals& r) { return r.setup_evicted; });
-  per_queue("quicsteer_forwarding_table_full_total",
-            "Entries the full forwarding table refused (those packets were routed by the hash).",
-            [](const ReceiveTotals& r) { return r.table_full; });
   if (!s.backends.empty()) {
     const auto backend_labels = [](const BackendSnapshot& b) {
       return label("backend", b.name) + "," + label("owner_lcore", b.owner_lcore);
     };
-    for (const auto& f : kBackendCounterFields) {
-      w.family(std::string("quicsteer_backend_") + f.name + "_total", "counter", f.help);
-      for (const auto& b : s.backends) w.sample(backend_labels(b), b.*f.value);
-    }
+    families(w, kBackendCounterFields, s.backends, backend_labels, itself);
     w.family("quicsteer_backend_state", "gauge", "1 for the state a backend is in (active, draining, down).");
     for (const auto& b : s.backends)
       for (const char* state : {"active", "draining", "down"})
         w.sample(backend_labels(b) + "," + label("state", state), b.state == state ? 1 : 0);
   }
   if (s.forwarding.enabled) {
-    w.family("quicsteer_forwarding_entries", "gauge", "Entries in a forwarding table.");
-    w.sample(label("table", "established"), s.forwarding.entries);
-    w.sample(label("table", "setup"), s.forwarding.setup_entries);
-    w.family("quicsteer_forwarding_slots", "gauge", "Slots of a forwarding table.");
-    w.sample(label("table", "established"), s.forwarding.slots);
-    w.sample(label("table", "setup"), s.forwarding.setup_slots);
-    w.family("quicsteer_forwarding_expired_total", "counter", "Idle forwarding-table entries removed.");
-    w.sample("", s.forwarding.expired);
+    const ForwardingSnapshot* tables[] = {&s.forwarding};
+    families(w, kForwardingFields, tables, [](const ForwardingSnapshot*) { return std::string(); },
+             [](const ForwardingSnapshot* f) -> const ForwardingSnapshot& { return *f; });
   }
-  w.family("quicsteer_queue_parked", "gauge", "1 while the RX queue is parked.");
-  for (const auto& q : s.queues) w.sample(queue_labels(q), q.parked_now ? 1 : 0);
+  families(w, kQueueFields, s.queues, queue_labels, itself);
   w.family("quicsteer_queue_drops_total", "counter", "Packets an RX queue's receiver dropped, by reason.");
   for (const auto& q : s.queues)
     for (std::size_t r = 0; r < kDropReasonCount; ++r)
@@ -133,68 +138,18 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
     for (std::size_t r = 0; r < kDropReasonCount; ++r)
       w.sample(label("lcore", l.lcore) + "," + label("reason", std::string(drop_reason_name(DropReason(r)))),
                l.rx.drops[r] + l.owner.drops[r]);
-  w.family("quicsteer_lcore_busy_cycles_total", "counter", "TSC cycles of loop iterations that moved packets.");
-  for (const auto& l : s.lcores) w.sample(label("lcore", l.lcore), l.busy_cycles);
-  w.family("quicsteer_lcore_idle_sleeps_total", "counter", "Idle naps of an lcore's loop.");
-  for (const auto& l : s.lcores) w.sample(label("lcore", l.lcore), l.idle_sleeps);
+  families(w, kLcoreFields, s.lcores, [](const LcoreSnapshot& l) { return label("lcore", l.lcore); }, itself);
 
-  const auto per_owner = [&](const char* name, const char* type, const char* help, auto value) {
-    w.family(name, type, help);
-    for (const auto& l : s.lcores)
-      if (l.owner_index >= 0) w.sample(owner_labels(l), value(l.owner));
-  };
-  per_owner("quicsteer_owner_dequeued_packets_total", "counter", "Packets an owner took from its inbound rings.",
-            [](const OwnerTotals& o) { return o.dequeued; });
-  per_owner("quicsteer_owner_processed_packets_total", "counter", "Packets an owner's connection stage processed.",
-            [](const OwnerTotals& o) { return o.processed; });
-  per_owner("quicsteer_owner_tx_packets_total", "counter", "Packets an owner transmitted.",
-            [](const OwnerTotals& o) { return o.tx; });
-  per_owner("quicsteer_owner_sunk_packets_total", "counter", "Packets an owner counted and freed (action sink).",
-            [](const OwnerTotals& o) { return o.sunk; });
-  per_owner("quicsteer_connections_total", "counter",
-            "Connections an owner started tracking (the CIDs it could tie together count once).",
-            [](const OwnerTotals& o) { return o.connections; });
-  per_owner("quicsteer_cids_total", "counter", "CIDs an owner started tracking.",
-            [](const OwnerTotals& o) { return o.cids; });
-  per_owner("quicsteer_cids_live", "gauge", "CIDs in an owner's table.", [](const OwnerTotals& o) { return o.cids_live; });
-  per_owner("quicsteer_connections_expired_total", "counter", "Connections an owner expired after idle_timeout_ms.",
-            [](const OwnerTotals& o) { return o.connections_expired; });
-  per_owner("quicsteer_connections_live", "gauge", "Connections in an owner's table.",
-            [](const OwnerTotals& o) { return o.connections_live; });
-  per_owner("quicsteer_migrations_total", "counter",
-            "Times a known connection arrived from a new 4-tuple, whichever its CID (migrations, NAT rebinding).",
-            [](const OwnerTotals& o) { return o.migrations; });
-  per_owner("quicsteer_tx_holds_total", "counter", "Times an owner was held by a TX queue that took nothing more.",
-            [](const OwnerTotals& o) { return o.tx_holds; });
+  std::vector<const LcoreSnapshot*> owners;
+  for (const auto& l : s.lcores)
+    if (l.owner_index >= 0) owners.push_back(&l);
+  families(w, kOwnerFields, owners, [&](const LcoreSnapshot* l) { return owner_labels(*l); },
+           [](const LcoreSnapshot* l) -> const OwnerTotals& { return l->owner; });
 
-  auto ring_labels = [](const RingSnapshot& r) {
+  families(w, kRingFields, s.rings, [](const RingSnapshot& r) {
     return label("from_lcore", r.from_lcore) + "," + label("to_lcore", r.to_lcore);
-  };
-  w.family("quicsteer_ring_full_events_total", "counter", "Times a receiver->owner ring refused packets.");
-  for (const auto& r : s.rings) w.sample(ring_labels(r), r.full_events);
-  w.family("quicsteer_ring_occupancy", "gauge", "Packets in a receiver->owner ring.");
-  for (const auto& r : s.rings) w.sample(ring_labels(r), r.occupancy);
-  w.family("quicsteer_ring_capacity", "gauge", "Slots of a receiver->owner ring.");
-  for (const auto& r : s.rings) w.sample(ring_labels(r), r.capacity);
-
-  const auto per_port = [&](const char* name, const char* help, auto value) {
-    w.family(name, "counter", help);
-    for (const auto& p : s.ports) w.sample(label("port", p.name), value(p));
-  };
-  per_port("quicsteer_port_rx_packets_total", "Packets the port received (ipackets).",
-           [](const PortSnapshot& p) { return p.ipackets; });
-  per_port("quicsteer_port_tx_packets_total", "Packets the port sent (opackets).",
-           [](const PortSnapshot& p) { return p.opackets; });
-  per_port("quicsteer_port_rx_bytes_total", "Bytes received (ibytes).", [](const PortSnapshot& p) { return p.ibytes; });
-  per_port("quicsteer_port_tx_bytes_total", "Bytes sent (obytes).", [](const PortSnapshot& p) { return p.obytes; });
-  per_port("quicsteer_port_rx_missed_total", "Packets the NIC dropped for want of RX descriptors (imissed).",
-           [](const PortSnapshot& p) { return p.imissed; });
-  per_port("quicsteer_port_rx_errors_total", "Erroneous received packets (ierrors).",
-           [](const PortSnapshot& p) { return p.ierrors; });
-  per_port("quicsteer_port_tx_errors_total", "Failed transmissions (oerrors).",
-           [](const PortSnapshot& p) { return p.oerrors; });
-  per_port("quicsteer_port_rx_nombuf_total", "RX mbuf allocation failures (rx_nombuf).",
-           [](const PortSnapshot& p) { return p.rx_nombuf; });
+  }, itself);
+  families(w, kPortFields, s.ports, [](const PortSnapshot& p) { return label("port", p.name); }, itself);
 
   w.family("quicsteer_steering_generation", "gauge", "The live steering configuration: 1 + applied reloads.");
   w.sample("", s.steering_generation);

@@ -6,43 +6,18 @@
 #include <sstream>
 #include <string>
 
-#include "dataplane/control/stats_snapshot.h"
+#include "dataplane/control/counter_fields.h"
 
 namespace qs {
 
 void ReceiveTotals::add(const ReceiveTotals& o) {
-  rx += o.rx;
-  steered_self += o.steered_self;
-  steered_other += o.steered_other;
-  enqueued += o.enqueued;
-  not_quic += o.not_quic;
-  parks += o.parks;
-  parked_packets += o.parked_packets;
-  parked_us += o.parked_us;
+  for (const auto& f : kReceiveFields) this->*f.value += o.*f.value;
   for (std::size_t i = 0; i < kResolveMethods; ++i) routed[i] += o.routed[i];
-  learned += o.learned;
-  setups += o.setups;
-  setup_evicted += o.setup_evicted;
-  table_full += o.table_full;
   for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
 }
 
 void OwnerTotals::add(const OwnerTotals& o) {
-  dequeued += o.dequeued;
-  processed += o.processed;
-  connections += o.connections;
-  connections_live += o.connections_live;
-  cids += o.cids;
-  cids_live += o.cids_live;
-  connections_expired += o.connections_expired;
-  connections_untracked += o.connections_untracked;
-  connections_untracked_long_dcid += o.connections_untracked_long_dcid;
-  migrations += o.migrations;
-  tx += o.tx;
-  sunk += o.sunk;
-  tx_holds += o.tx_holds;
-  tx_held_us += o.tx_held_us;
-  tx_held_now += o.tx_held_now;
+  for (const auto& f : kOwnerFields) this->*f.value += o.*f.value;
   for (std::size_t i = 0; i < kDropReasonCount; ++i) drops[i] += o.drops[i];
 }
 
@@ -68,6 +43,39 @@ std::string drops_text(const DropArray& d) {
     out += std::string(drop_reason_name(DropReason(i))) + "=" + std::to_string(d[i]);
   }
   return out.empty() ? "-" : out;
+}
+
+// What the live table shows of counter_fields.h, by name.
+constexpr const OwnerField& kLiveConnections = counter_field(kOwnerFields, "connections_live");
+constexpr const OwnerField& kLiveMigrations = counter_field(kOwnerFields, "migrations");
+constexpr const ReceiveField& kLiveParks = counter_field(kReceiveFields, "parks");
+constexpr const PortField& kLivePortMissed = counter_field(kPortFields, "imissed");
+constexpr const PortField& kLivePortNombuf = counter_field(kPortFields, "rx_nombuf");
+
+// A table's counters as "name value" pairs after `prefix`, wrapped under it.
+template <typename Snapshot, typename Field, std::size_t N>
+void print_fields(std::FILE* out, const std::string& prefix, const Field (&fields)[N], const Snapshot& s) {
+  constexpr std::size_t kWidth = 100;
+  std::string line = prefix;
+  bool first = true;
+  for (const Field& f : fields) {
+    const std::string pair = std::string(f.name) + " " + std::to_string(s.*f.value);
+    if (!first && line.size() + 2 + pair.size() > kWidth) {
+      std::fprintf(out, "%s\n", line.c_str());
+      line.assign(prefix.size(), ' ');
+      first = true;
+    }
+    line += (first ? "" : "  ") + pair;
+    first = false;
+  }
+  std::fprintf(out, "%s\n", line.c_str());
+}
+
+// "  heading       ": the summary's column of headings.
+std::string heading(const std::string& text) {
+  std::string h = "  " + text;
+  h.resize(std::max<std::size_t>(h.size() + 1, 16), ' ');
+  return h;
 }
 
 }  // namespace
@@ -105,7 +113,8 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
                  l.lcore, owner, busy, format_rate(pps(l.rx.rx, p.rx.rx, dt)).c_str(),
                  format_rate(pps(l.owner.tx + l.owner.sunk, p.owner.tx + p.owner.sunk, dt)).c_str(),
                  processed_delta ? 100.0 * double(processed) / double(processed_delta) : 0.0,
-                 l.owner.connections_live, l.owner.migrations, l.rx.parks, parked_now ? "yes" : "no",
+                 l.owner.*kLiveConnections.value, l.owner.*kLiveMigrations.value, l.rx.*kLiveParks.value,
+                 parked_now ? "yes" : "no",
                  drops_text(d).c_str());
   }
   if (!now.backends.empty()) {
@@ -138,9 +147,9 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
   for (std::size_t i = 0; i < now.ports.size(); ++i) {
     const PortSnapshot& p = now.ports[i];
     const PortSnapshot q = i < prev.ports.size() ? prev.ports[i] : PortSnapshot{};
-    std::fprintf(out, "          port %-8s rx %10s  tx %10s  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
-                 p.name.c_str(), format_rate(pps(p.ipackets, q.ipackets, dt)).c_str(),
-                 format_rate(pps(p.opackets, q.opackets, dt)).c_str(), p.imissed, p.rx_nombuf);
+    std::fprintf(out, "          port %-8s rx %10s  tx %10s  %s %" PRIu64 "  %s %" PRIu64 "\n", p.name.c_str(),
+                 format_rate(pps(p.ipackets, q.ipackets, dt)).c_str(), format_rate(pps(p.opackets, q.opackets, dt)).c_str(),
+                 kLivePortMissed.name, p.*kLivePortMissed.value, kLivePortNombuf.name, p.*kLivePortNombuf.value);
   }
   std::fflush(out);
 }
@@ -197,11 +206,29 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   std::fprintf(out, "                %" PRIu64 " TX holds (a full TX queue stopped an owner), %.1f ms held in total\n",
                s.owner_total.tx_holds, double(s.owner_total.tx_held_us) / 1000.0);
   std::fprintf(out, "  drops         %s\n", drops_text(s.drops_total).c_str());
+  // Every counter of counter_fields.h, by its name: in total, per ring and
+  // per port (per lcore and per queue in the JSON).
+  std::fprintf(out, "  counters      in total (per lcore and per queue: the JSON, telemetry, Prometheus)\n");
+  print_fields(out, heading("  receive"), kReceiveFields, s.rx_total);
+  print_fields(out, heading("  owner"), kOwnerFields, s.owner_total);
+  LcoreSnapshot lcores;
+  for (const auto& l : s.lcores)
+    for (const auto& f : kLcoreFields) lcores.*f.value += l.*f.value;
+  print_fields(out, heading("  lcores"), kLcoreFields, lcores);
+  QueueSnapshot queues;
+  for (const auto& q : s.queues)
+    for (const auto& f : kQueueFields) queues.*f.value += q.*f.value;
+  print_fields(out, heading("  queues"), kQueueFields, queues);
+  if (s.forwarding.enabled) print_fields(out, heading("  forwarding"), kForwardingFields, s.forwarding);
+  for (const auto& r : s.rings)
+    print_fields(out, heading("  ring " + std::to_string(r.from_lcore) + "->" + std::to_string(r.to_lcore)), kRingFields,
+                 r);
   for (const auto& p : s.ports) {
-    std::fprintf(out, "  port %-8s  ipackets %" PRIu64 "  opackets %" PRIu64 "  imissed %" PRIu64 "  rx_nombuf %" PRIu64 "\n",
-                 p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.rx_nombuf);
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "  port %-8s  ", p.name.c_str());
+    print_fields(out, prefix, kPortFields, p);
     if (p.counter_resets != 0)
-      std::fprintf(out, "                  the device reset its counters %u time(s); these totals carry across\n",
+      std::fprintf(out, "                  the device reset its counters %" PRIu64 " time(s); these totals carry across\n",
                    p.counter_resets);
   }
   std::fprintf(out, "  mbuf leak check: %s (%" PRId64 " not returned; %" PRIu64 " were held by devices and came back when the ports closed)\n",
@@ -231,25 +258,27 @@ void drops_json(std::ostringstream& o, const DropArray& d) {
   o << "}";
 }
 
+// A table's counters as "name": value pairs, each after ", " (or not, the first).
+template <typename Snapshot, typename Field, std::size_t N>
+void fields_json(std::ostringstream& o, const Field (&fields)[N], const Snapshot& s, bool first = false) {
+  for (const Field& f : fields) {
+    o << (first ? "" : ", ") << quote(f.name) << ": " << s.*f.value;
+    first = false;
+  }
+}
+
 void receive_json(std::ostringstream& o, const ReceiveTotals& r) {
-  o << "\"rx\": " << r.rx << ", \"steered_self\": " << r.steered_self << ", \"steered_other\": " << r.steered_other
-    << ", \"enqueued\": " << r.enqueued << ", \"not_quic\": " << r.not_quic << ", \"parks\": " << r.parks
-    << ", \"parked_packets\": " << r.parked_packets << ", \"parked_us\": " << r.parked_us << ", \"routed\": {";
+  fields_json(o, kReceiveFields, r, true);
+  o << ", \"routed\": {";
   for (std::size_t m = 0; m < kResolveMethods; ++m)
     o << (m ? ", " : "") << quote(std::string(to_string(ResolveMethod(m)))) << ": " << r.routed[m];
-  o << "}, \"learned\": " << r.learned << ", \"setups\": " << r.setups << ", \"setup_evicted\": " << r.setup_evicted
-    << ", \"table_full\": " << r.table_full << ", \"drops\": ";
+  o << "}, \"drops\": ";
   drops_json(o, r.drops);
 }
 
 void owner_json(std::ostringstream& o, const OwnerTotals& w) {
-  o << "\"dequeued\": " << w.dequeued << ", \"processed\": " << w.processed << ", \"connections\": " << w.connections
-    << ", \"connections_live\": " << w.connections_live << ", \"connections_expired\": " << w.connections_expired
-    << ", \"cids\": " << w.cids << ", \"cids_live\": " << w.cids_live
-    << ", \"connections_untracked\": " << w.connections_untracked
-    << ", \"connections_untracked_long_dcid\": " << w.connections_untracked_long_dcid << ", \"migrations\": " << w.migrations
-    << ", \"tx\": " << w.tx << ", \"tx_holds\": " << w.tx_holds << ", \"tx_held_us\": " << w.tx_held_us
-    << ", \"tx_held_now\": " << w.tx_held_now << ", \"sunk\": " << w.sunk << ", \"owner_drops\": ";
+  fields_json(o, kOwnerFields, w, true);
+  o << ", \"owner_drops\": ";
   drops_json(o, w.drops);
 }
 
@@ -270,9 +299,9 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     << ", \"tsc_hz\": " << s.tsc_hz << "},\n  \"lcores\": [";
   for (std::size_t i = 0; i < s.lcores.size(); ++i) {
     const auto& l = s.lcores[i];
-    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index
-      << ", \"busy_cycles\": " << l.busy_cycles << ", \"idle_sleeps\": " << l.idle_sleeps
-      << ", \"doorbell_wakes\": " << l.doorbell_wakes << ", ";
+    o << (i ? "," : "") << "\n    {\"lcore\": " << l.lcore << ", \"owner_index\": " << l.owner_index;
+    fields_json(o, kLcoreFields, l);
+    o << ", ";
     receive_json(o, l.rx);
     o << ", ";
     owner_json(o, l.owner);
@@ -281,39 +310,37 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
   o << "\n  ],\n  \"queues\": [";
   for (std::size_t i = 0; i < s.queues.size(); ++i) {
     const auto& q = s.queues[i];
-    o << (i ? "," : "") << "\n    {\"port\": " << quote(q.port) << ", \"queue\": " << q.queue << ", \"lcore\": " << q.lcore
-      << ", ";
+    o << (i ? "," : "") << "\n    {\"port\": " << quote(q.port) << ", \"queue\": " << q.queue << ", \"lcore\": " << q.lcore;
+    fields_json(o, kQueueFields, q);
+    o << ", ";
     receive_json(o, q.rx);
     o << "}";
   }
   o << "\n  ],\n  \"rings\": [";
   for (std::size_t i = 0; i < s.rings.size(); ++i) {
     const auto& r = s.rings[i];
-    o << (i ? "," : "") << "\n    {\"from_lcore\": " << r.from_lcore << ", \"to_lcore\": " << r.to_lcore
-      << ", \"capacity\": " << r.capacity << ", \"occupancy\": " << r.occupancy << ", \"high_water\": " << r.high_water
-      << ", \"full_events\": " << r.full_events << "}";
+    o << (i ? "," : "") << "\n    {\"from_lcore\": " << r.from_lcore << ", \"to_lcore\": " << r.to_lcore;
+    fields_json(o, kRingFields, r);
+    o << "}";
   }
-  o << "\n  ],\n  \"forwarding\": {\"enabled\": " << (s.forwarding.enabled ? "true" : "false")
-    << ", \"entries\": " << s.forwarding.entries << ", \"slots\": " << s.forwarding.slots
-    << ", \"setup_entries\": " << s.forwarding.setup_entries << ", \"setup_slots\": " << s.forwarding.setup_slots
-    << ", \"expired\": " << s.forwarding.expired << "}";
+  o << "\n  ],\n  \"forwarding\": {\"enabled\": " << (s.forwarding.enabled ? "true" : "false");
+  fields_json(o, kForwardingFields, s.forwarding);
+  o << "}";
   o << ",\n  \"backends\": [";
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
     const auto& b = s.backends[i];
     o << (i ? "," : "") << "\n    {\"name\": " << quote(b.name) << ", \"slot\": " << b.slot
       << ", \"state\": " << quote(b.state) << ", \"owner_lcore\": " << b.owner_lcore << ", \"weight\": " << b.weight;
-    for (const auto& f : kBackendCounterFields) o << ", " << quote(f.name) << ": " << b.*f.value;
+    fields_json(o, kBackendCounterFields, b);
     o << "}";
   }
   o << (s.backends.empty() ? "]" : "\n  ]");
   o << ",\n  \"ports\": [";
   for (std::size_t i = 0; i < s.ports.size(); ++i) {
     const auto& p = s.ports[i];
-    o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id
-      << ", \"ipackets\": " << p.ipackets << ", \"opackets\": " << p.opackets << ", \"ibytes\": " << p.ibytes
-      << ", \"obytes\": " << p.obytes << ", \"imissed\": " << p.imissed << ", \"ierrors\": " << p.ierrors
-      << ", \"oerrors\": " << p.oerrors << ", \"rx_nombuf\": " << p.rx_nombuf
-      << ", \"counter_resets\": " << p.counter_resets << ", \"pause_xstats\": {";
+    o << (i ? "," : "") << "\n    {\"name\": " << quote(p.name) << ", \"port_id\": " << p.port_id;
+    fields_json(o, kPortFields, p);
+    o << ", \"pause_xstats\": {";
     for (std::size_t k = 0; k < p.pause_xstats.size(); ++k)
       o << (k ? ", " : "") << quote(p.pause_xstats[k].first) << ": " << p.pause_xstats[k].second;
     o << "}}";
@@ -323,6 +350,41 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     << ", \"leaked\": " << leaked
     << ", \"ok\": " << (leaked == 0 ? "true" : "false") << "}\n}\n";
   return o.str();
+}
+
+const char* to_string(CounterKind kind) { return kind == CounterKind::kGauge ? "gauge" : "counter"; }
+
+const char* to_string(CounterUnit unit) {
+  switch (unit) {
+    case CounterUnit::kCount: return "-";
+    case CounterUnit::kPackets: return "packets";
+    case CounterUnit::kBytes: return "bytes";
+    case CounterUnit::kCycles: return "cycles";
+    case CounterUnit::kMicroseconds: return "us";
+  }
+  return "-";
+}
+
+namespace {
+
+template <typename Field, std::size_t N>
+void list_fields(std::FILE* out, const char* scope, const Field (&fields)[N]) {
+  for (const Field& f : fields)
+    std::fprintf(out, "%s\t%s\tquicsteer_%s%s%s%s\t%s\t%s\t%s\n", scope, f.name, f.metric, *f.label ? "{" : "", f.label,
+                 *f.label ? "}" : "", to_string(f.kind), to_string(f.unit), f.help);
+}
+
+}  // namespace
+
+void print_counter_list(std::FILE* out) {
+  list_fields(out, "receive", kReceiveFields);
+  list_fields(out, "queue", kQueueFields);
+  list_fields(out, "owner", kOwnerFields);
+  list_fields(out, "lcore", kLcoreFields);
+  list_fields(out, "ring", kRingFields);
+  list_fields(out, "port", kPortFields);
+  list_fields(out, "forwarding", kForwardingFields);
+  list_fields(out, "backend", kBackendCounterFields);
 }
 
 }  // namespace qs

@@ -1,6 +1,7 @@
 // A consistent-enough copy of every counter, taken on the main lcore while
 // the data path runs (or after it stopped). The live table, the JSON summary
-// and the tests read snapshots, never the lcores' counters directly.
+// and the tests read snapshots, never the lcores' counters directly. What
+// each counter is, and where it sits here, is listed once in counter_fields.h.
 #pragma once
 
 #include <array>
@@ -21,7 +22,7 @@ struct ReceiveTotals {
   std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
   std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
   std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
-  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0;
+  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0, over_budget = 0, lost_races = 0;
   DropArray drops{};
   void add(const ReceiveTotals& o);
 };
@@ -39,7 +40,7 @@ struct QueueSnapshot {
   std::string port;
   std::uint16_t queue = 0;
   unsigned lcore = 0;
-  bool parked_now = false;
+  std::uint64_t parked_now = 0;  // 1 while a parking ticket holds the queue
   ReceiveTotals rx;
 };
 
@@ -63,7 +64,7 @@ struct PortSnapshot {
   std::uint16_t port_id = 0;
   std::uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0, imissed = 0, ierrors = 0,
                 oerrors = 0, rx_nombuf = 0;  // totals across the device's counter resets
-  unsigned counter_resets = 0;  // times the device zeroed its counters (net_memif: peer reconnects)
+  std::uint64_t counter_resets = 0;  // times the device zeroed its counters (net_memif: peer reconnects)
   bool link_up = false;  // the device's link status when the snapshot was taken
   std::vector<std::pair<std::string, std::uint64_t>> pause_xstats;  // where the driver has them
 };
@@ -84,22 +85,6 @@ struct BackendSnapshot {
   unsigned owner_lcore = 0;
   std::uint64_t weight = 0;
   std::uint64_t packets = 0, bytes = 0, connections = 0, backend_down = 0, too_big = 0, icmp_sent = 0;
-};
-
-// The per-backend counters, once, for every output (summary, JSON,
-// telemetry, Prometheus): name, what it counts, where its value is.
-struct BackendCounterField {
-  const char* name;
-  const char* help;
-  std::uint64_t BackendSnapshot::*value;
-};
-inline constexpr BackendCounterField kBackendCounterFields[] = {
-    {"packets", "packets delivered towards the backend", &BackendSnapshot::packets},
-    {"bytes", "bytes of those packets as received (before encapsulation)", &BackendSnapshot::bytes},
-    {"connections", "new connections steered to the backend", &BackendSnapshot::connections},
-    {"backend_down", "packets dropped because the backend was down", &BackendSnapshot::backend_down},
-    {"too_big", "packets dropped as larger than the TX port's MTU once encapsulated", &BackendSnapshot::too_big},
-    {"icmp_sent", "ICMP too-big replies sent to clients for the backend's packets", &BackendSnapshot::icmp_sent},
 };
 
 struct StatsSnapshot {

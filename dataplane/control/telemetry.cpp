@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "dataplane/control/counter_fields.h"
 #include "dataplane/control/telemetry_guard.h"
 #include "dataplane/fastpath/drop_reason.h"
 
@@ -36,36 +37,16 @@ void add_drops(rte_tel_data* d, const DropArray& drops, const char* prefix) {
   }
 }
 
-void add_receive(rte_tel_data* d, const ReceiveTotals& rx) {
-  rte_tel_data_add_dict_u64(d, "rx", rx.rx);
-  rte_tel_data_add_dict_u64(d, "steered_self", rx.steered_self);
-  rte_tel_data_add_dict_u64(d, "steered_other", rx.steered_other);
-  rte_tel_data_add_dict_u64(d, "enqueued", rx.enqueued);
-  rte_tel_data_add_dict_u64(d, "not_quic", rx.not_quic);
-  rte_tel_data_add_dict_u64(d, "parks", rx.parks);
-  rte_tel_data_add_dict_u64(d, "parked_packets", rx.parked_packets);
-  rte_tel_data_add_dict_u64(d, "parked_us", rx.parked_us);
-  for (std::size_t m = 0; m < kResolveMethods; ++m)
-    rte_tel_data_add_dict_u64(d, ("routed_" + std::string(to_string(ResolveMethod(m)))).c_str(), rx.routed[m]);
-  rte_tel_data_add_dict_u64(d, "learned", rx.learned);
-  rte_tel_data_add_dict_u64(d, "setups", rx.setups);
-  rte_tel_data_add_dict_u64(d, "setup_evicted", rx.setup_evicted);
-  rte_tel_data_add_dict_u64(d, "table_full", rx.table_full);
+// A table of counter_fields.h, each counter under its name.
+template <typename Snapshot, typename Field, std::size_t N>
+void add_fields(rte_tel_data* d, const Field (&fields)[N], const Snapshot& s) {
+  for (const Field& f : fields) rte_tel_data_add_dict_u64(d, f.name, s.*f.value);
 }
 
-void add_owner(rte_tel_data* d, const OwnerTotals& o) {
-  rte_tel_data_add_dict_u64(d, "dequeued", o.dequeued);
-  rte_tel_data_add_dict_u64(d, "processed", o.processed);
-  rte_tel_data_add_dict_u64(d, "tx", o.tx);
-  rte_tel_data_add_dict_u64(d, "sunk", o.sunk);
-  rte_tel_data_add_dict_u64(d, "connections", o.connections);
-  rte_tel_data_add_dict_u64(d, "connections_live", o.connections_live);
-  rte_tel_data_add_dict_u64(d, "connections_expired", o.connections_expired);
-  rte_tel_data_add_dict_u64(d, "cids", o.cids);
-  rte_tel_data_add_dict_u64(d, "cids_live", o.cids_live);
-  rte_tel_data_add_dict_u64(d, "migrations", o.migrations);
-  rte_tel_data_add_dict_u64(d, "tx_holds", o.tx_holds);
-  rte_tel_data_add_dict_u64(d, "tx_held_us", o.tx_held_us);
+void add_receive(rte_tel_data* d, const ReceiveTotals& rx) {
+  add_fields(d, kReceiveFields, rx);
+  for (std::size_t m = 0; m < kResolveMethods; ++m)
+    rte_tel_data_add_dict_u64(d, ("routed_" + std::string(to_string(ResolveMethod(m)))).c_str(), rx.routed[m]);
 }
 
 // Every string value goes through one of these two (telemetry_text: DPDK
@@ -112,7 +93,7 @@ int cmd_totals(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "steering_generation", s.steering_generation);
   rte_tel_data_add_dict_u64(d, "elapsed_ms", std::uint64_t(s.elapsed_s * 1000));
   add_receive(d, s.rx_total);
-  add_owner(d, s.owner_total);
+  add_fields(d, kOwnerFields, s.owner_total);
   rte_tel_data_add_dict_u64(d, "drops", s.drops_sum());
   rte_tel_data_add_dict_u64(d, "busy_cycles", s.busy_cycles_total);
   rte_tel_data_add_dict_u64(d, "tsc_hz", s.tsc_hz);
@@ -126,11 +107,9 @@ int cmd_lcores(const char*, const char*, rte_tel_data* d) {
       d, s.lcores, [](const LcoreSnapshot& l) { return std::to_string(l.lcore); },
       [](rte_tel_data* e, const LcoreSnapshot& l) {
         rte_tel_data_add_dict_int(e, "owner_index", l.owner_index);
-        rte_tel_data_add_dict_u64(e, "busy_cycles", l.busy_cycles);
-        rte_tel_data_add_dict_u64(e, "idle_sleeps", l.idle_sleeps);
-        rte_tel_data_add_dict_u64(e, "doorbell_wakes", l.doorbell_wakes);
+        add_fields(e, kLcoreFields, l);
         add_receive(e, l.rx);
-        if (l.owner_index >= 0) add_owner(e, l.owner);
+        if (l.owner_index >= 0) add_fields(e, kOwnerFields, l.owner);
         DropArray drops = l.rx.drops;
         for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += l.owner.drops[r];
         add_drops(e, drops, "drops_");
@@ -145,7 +124,7 @@ int cmd_queues(const char*, const char*, rte_tel_data* d) {
       d, s.queues, [](const QueueSnapshot& q) { return q.port + "/" + std::to_string(q.queue); },
       [](rte_tel_data* e, const QueueSnapshot& q) {
         rte_tel_data_add_dict_u64(e, "lcore", q.lcore);
-        rte_tel_data_add_dict_int(e, "parked_now", q.parked_now ? 1 : 0);
+        add_fields(e, kQueueFields, q);
         add_receive(e, q.rx);
         add_drops(e, q.rx.drops, "drops_");
       });
@@ -158,10 +137,7 @@ int cmd_rings(const char*, const char*, rte_tel_data* d) {
   dict_of_dicts(
       d, s.rings, [](const RingSnapshot& r) { return std::to_string(r.from_lcore) + "_to_" + std::to_string(r.to_lcore); },
       [](rte_tel_data* e, const RingSnapshot& r) {
-        rte_tel_data_add_dict_u64(e, "capacity", r.capacity);
-        rte_tel_data_add_dict_u64(e, "occupancy", r.occupancy);
-        rte_tel_data_add_dict_u64(e, "high_water", r.high_water);
-        rte_tel_data_add_dict_u64(e, "full_events", r.full_events);
+        add_fields(e, kRingFields, r);
       });
   return 0;
 }
@@ -173,15 +149,7 @@ int cmd_ports(const char*, const char*, rte_tel_data* d) {
       d, s.ports, [](const PortSnapshot& p) { return p.name; },
       [](rte_tel_data* e, const PortSnapshot& p) {
         rte_tel_data_add_dict_u64(e, "port_id", p.port_id);
-        rte_tel_data_add_dict_u64(e, "ipackets", p.ipackets);
-        rte_tel_data_add_dict_u64(e, "opackets", p.opackets);
-        rte_tel_data_add_dict_u64(e, "ibytes", p.ibytes);
-        rte_tel_data_add_dict_u64(e, "obytes", p.obytes);
-        rte_tel_data_add_dict_u64(e, "imissed", p.imissed);
-        rte_tel_data_add_dict_u64(e, "ierrors", p.ierrors);
-        rte_tel_data_add_dict_u64(e, "oerrors", p.oerrors);
-        rte_tel_data_add_dict_u64(e, "rx_nombuf", p.rx_nombuf);
-        rte_tel_data_add_dict_u64(e, "counter_resets", p.counter_resets);
+        add_fields(e, kPortFields, p);
       });
   return 0;
 }
@@ -195,8 +163,17 @@ int cmd_backends(const char*, const char*, rte_tel_data* d) {
         add_dict_text(e, "state", b.state);
         rte_tel_data_add_dict_u64(e, "owner_lcore", b.owner_lcore);
         rte_tel_data_add_dict_u64(e, "weight", b.weight);
-        for (const auto& f : kBackendCounterFields) rte_tel_data_add_dict_u64(e, f.name, b.*f.value);
+        add_fields(e, kBackendCounterFields, b);
       });
+  return 0;
+}
+
+int cmd_forwarding(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const StatsSnapshot s = v->stats();
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "enabled", s.forwarding.enabled ? 1 : 0);
+  add_fields(d, kForwardingFields, s.forwarding);
   return 0;
 }
 
@@ -290,6 +267,8 @@ void register_once() {
         {"/quicsteer/ports", cmd_ports, "Port counters, totals across device counter resets. No parameters"},
         {"/quicsteer/backends", cmd_backends,
          "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
+        {"/quicsteer/forwarding", cmd_forwarding,
+         "The forwarding tables: enabled, entries and slots of each, idle entries expired. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/health", cmd_health,

@@ -431,6 +431,8 @@ void count_routes(RxQueueStats& s, const RouteCounts& r) {
   if (r.learn.setups) s.setups.add(r.learn.setups);
   if (r.learn.setup_evicted) s.setup_evicted.add(r.learn.setup_evicted);
   if (r.learn.table_full) s.table_full.add(r.learn.table_full);
+  if (r.learn.over_budget) s.over_budget.add(r.learn.over_budget);
+  if (r.learn.lost_races) s.lost_races.add(r.learn.lost_races);
 }
 
 void update_parked_owners(LcoreContext& c) {

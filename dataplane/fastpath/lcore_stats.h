@@ -31,6 +31,8 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter setups;         // (4-tuple, SCID) entries added for first Initials
   Counter setup_evicted;  // of which replaced an older entry (the setup table is full)
   Counter table_full;     // entries the full forwarding table refused (those packets were hashed)
+  Counter over_budget;    // DCIDs not learned: their connection had taught its share
+  Counter lost_races;     // entries not written: other lcores changed the buckets meanwhile
   DropCounters drops;
 };
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "dataplane/control/counter_fields.h"
 #include "dataplane/runtime/mbuf_pools.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/fastpath/steer_meta.h"
@@ -630,13 +631,17 @@ StatsSnapshot Dataplane::snapshot() const {
   s.elapsed_s = start_tsc_ == 0 ? 0 : double(end - start_tsc_) / double(rte_get_tsc_hz());
   const double tsc_per_us = double(rte_get_tsc_hz()) / 1e6;
   s.tsc_hz = rte_get_tsc_hz();
+  // A counter the lcores keep, from where counter_fields.h says it lives;
+  // times are kept in TSC cycles and reported in microseconds.
+  const auto counter_value = [tsc_per_us](const auto& stats, const auto& field) -> std::uint64_t {
+    const std::uint64_t v = (stats.*field.source).get();
+    return field.unit == CounterUnit::kMicroseconds ? std::uint64_t(double(v) / tsc_per_us) : v;
+  };
   for (const auto& c : lcores_) {
     LcoreSnapshot l;
     l.lcore = c->lcore_id;
     l.owner_index = c->owner_index;
-    l.busy_cycles = c->loop_stats.busy_cycles.get();
-    l.idle_sleeps = c->loop_stats.idle_sleeps.get();
-    l.doorbell_wakes = c->loop_stats.doorbell_wakes.get();
+    for (const auto& f : kLcoreFields) l.*f.value = counter_value(c->loop_stats, f);
     s.busy_cycles_total += l.busy_cycles;
     for (const auto& q : c->rx) {
       QueueSnapshot qs;
@@ -644,41 +649,16 @@ StatsSnapshot Dataplane::snapshot() const {
       qs.queue = q->queue;
       qs.lcore = c->lcore_id;
       const RxQueueStats& st = q->stats;
-      qs.rx.rx = st.rx.get();
-      qs.rx.steered_self = st.steered_self.get();
-      qs.rx.steered_other = st.steered_other.get();
-      qs.rx.enqueued = st.enqueued.get();
-      qs.rx.not_quic = st.not_quic.get();
-      qs.rx.parks = st.parks.get();
-      qs.rx.parked_packets = st.parked_packets.get();
-      qs.rx.parked_us = std::uint64_t(double(st.parked_cycles.get()) / tsc_per_us);
+      for (const auto& f : kReceiveFields) qs.rx.*f.value = counter_value(st, f);
       for (std::size_t m = 0; m < kResolveMethods; ++m) qs.rx.routed[m] = st.routed[m].get();
-      qs.rx.learned = st.learned.get();
-      qs.rx.setups = st.setups.get();
-      qs.rx.setup_evicted = st.setup_evicted.get();
-      qs.rx.table_full = st.table_full.get();
       for (std::size_t r = 0; r < kDropReasonCount; ++r) qs.rx.drops[r] = st.drops[r].get();
-      qs.parked_now = st.parked_now.get() != 0;
+      for (const auto& f : kQueueFields) qs.*f.value = counter_value(st, f);
       l.rx.add(qs.rx);
       s.queues.push_back(std::move(qs));
     }
     if (c->owner_index >= 0) {
       const OwnerStats& o = c->owner_stats;
-      l.owner.dequeued = o.dequeued.get();
-      l.owner.processed = o.processed.get();
-      l.owner.connections = o.connections.get();
-      l.owner.connections_live = o.connections_live.get();
-      l.owner.cids = o.cids.get();
-      l.owner.cids_live = o.cids_live.get();
-      l.owner.connections_expired = o.connections_expired.get();
-      l.owner.connections_untracked = o.connections_untracked.get();
-      l.owner.connections_untracked_long_dcid = o.connections_untracked_long_dcid.get();
-      l.owner.migrations = o.migrations.get();
-      l.owner.tx = o.tx.get();
-      l.owner.tx_holds = o.tx_holds.get();
-      l.owner.tx_held_us = std::uint64_t(double(o.tx_held_cycles.get()) / tsc_per_us);
-      l.owner.tx_held_now = o.tx_held_now.get();
-      l.owner.sunk = o.sunk.get();
+      for (const auto& f : kOwnerFields) l.owner.*f.value = counter_value(o, f);
       for (std::size_t r = 0; r < kDropReasonCount; ++r) l.owner.drops[r] = o.drops[r].get();
     }
     s.rx_total.add(l.rx);
@@ -705,12 +685,7 @@ StatsSnapshot Dataplane::snapshot() const {
     for (const auto& c : lcores_) {
       if (c->backend_counters.empty()) continue;
       const BackendCounters& k = c->backend_counters[b.slot];
-      bs.packets += k.packets.get();
-      bs.bytes += k.bytes.get();
-      bs.connections += k.connections.get();
-      bs.backend_down += k.backend_down.get();
-      bs.too_big += k.too_big.get();
-      bs.icmp_sent += k.icmp_sent.get();
+      for (const auto& f : kBackendCounterFields) bs.*f.value += counter_value(k, f);
     }
     s.backends.push_back(std::move(bs));
   }

@@ -1,5 +1,6 @@
 // quicsteer [EAL args] -- --profile FILE [--duration SECONDS] [--stats-json FILE]
 // quicsteer --check PROFILE
+// quicsteer --list-counters
 //
 // With no EAL arguments the profile's `eal` list is used. The main lcore runs
 // the control loop (signals, the duration, the live table, steering reloads
@@ -30,6 +31,7 @@
 
 #include "dataplane/runtime/dataplane.h"
 #include "dataplane/runtime/eal_init.h"
+#include "dataplane/control/counter_fields.h"
 #include "dataplane/control/health_monitor.h"
 #include "dataplane/control/live_view.h"
 #include "dataplane/config/profile.h"
@@ -181,11 +183,14 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: quicsteer [EAL args] -- --profile FILE [--duration SECONDS] [--stats-json FILE]\n"
                "       quicsteer --check PROFILE\n"
+               "       quicsteer --list-counters\n"
                "  --profile FILE      the deployment profile (YAML); its `eal` list is used when no EAL\n"
                "                      arguments come before --\n"
                "  --duration SECONDS  stop by itself after this long (overrides duration_s)\n"
                "  --stats-json FILE   write the end-of-run statistics here (overrides stats.json)\n"
-               "  --check PROFILE     validate the profile, print it resolved, start nothing\n");
+               "  --check PROFILE     validate the profile, print it resolved, start nothing\n"
+               "  --list-counters     every counter quicsteer reports, one a line: scope, name, Prometheus\n"
+               "                      sample, kind, unit, what it counts (tab-separated)\n");
 }
 
 struct AppArgs {
@@ -482,6 +487,10 @@ int main(int argc, char** argv) {
     const auto profile = qs::load_profile_or_report(all[1]);
     if (!profile) return 1;
     std::fputs(qs::dump_profile(*profile).c_str(), stdout);
+    return 0;
+  }
+  if (all.size() == 1 && all[0] == "--list-counters") {
+    qs::print_counter_list(stdout);
     return 0;
   }
   if (!all.empty() && (all[0] == "--help" || all[0] == "-h")) {

@@ -1,0 +1,229 @@
+// Every counter quicsteer reports, written once per scope: its name (the
+// key in the JSON and in telemetry, the word in the summary), its Prometheus
+// family, what it counts, whether it only grows (counter) or goes up and
+// down (gauge), its unit, where its value lives in the snapshot and, for
+// those the lcores keep in Counters, where it lives there. The snapshot
+// (Dataplane::snapshot), the summary, the JSON, telemetry, Prometheus, the
+// live table and `quicsteer --list-counters` all read these tables; none
+// keeps a list of its own. Drop reasons (drop_reason.h) and routing rules
+// (ResolveMethod) are lists of their own, shown wherever receive counters are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "dataplane/control/stats_snapshot.h"
+#include "dataplane/fastpath/lcore_stats.h"
+
+namespace qs {
+
+enum class CounterKind : std::uint8_t { kCounter, kGauge };
+// kMicroseconds: kept by the lcores as TSC cycles, converted by the
+// snapshot; Prometheus shows it in seconds (its base unit).
+enum class CounterUnit : std::uint8_t { kCount, kPackets, kBytes, kCycles, kMicroseconds };
+
+// For the scopes whose values the lcores do not keep as Counters.
+struct NoCounterSource {};
+
+template <typename Snapshot, typename Source = NoCounterSource>
+struct CounterField {
+  const char* name;
+  // The Prometheus family, without the "quicsteer_" prefix; counters end in
+  // _total. Fields that share a family stand next to each other in the
+  // table and differ by `label` (key="value"; "" when the family has one).
+  const char* metric;
+  const char* label;
+  CounterKind kind;
+  CounterUnit unit;
+  const char* help;
+  std::uint64_t Snapshot::*value;
+  Counter Source::*source = nullptr;  // where the lcore keeps it (nullptr: filled otherwise)
+};
+
+// Receive counters: per RX queue, summed per lcore and in total.
+using ReceiveField = CounterField<ReceiveTotals, RxQueueStats>;
+inline constexpr ReceiveField kReceiveFields[] = {
+    {"rx", "rx_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Packets received from an RX queue.",
+     &ReceiveTotals::rx, &RxQueueStats::rx},
+    {"steered_self", "steered_packets_total", "to=\"self\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets steered from an RX queue: to the receiving lcore itself or handed over on a ring.",
+     &ReceiveTotals::steered_self, &RxQueueStats::steered_self},
+    {"steered_other", "steered_packets_total", "to=\"other\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets steered from an RX queue: to the receiving lcore itself or handed over on a ring.",
+     &ReceiveTotals::steered_other, &RxQueueStats::steered_other},
+    {"enqueued", "enqueued_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets handed over on receiver->owner rings.", &ReceiveTotals::enqueued, &RxQueueStats::enqueued},
+    {"not_quic", "not_quic_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets that were not QUIC (steered by their 4-tuple).", &ReceiveTotals::not_quic, &RxQueueStats::not_quic},
+    {"parks", "parks_total", "", CounterKind::kCounter, CounterUnit::kCount, "Times an RX queue was parked (back-pressure).",
+     &ReceiveTotals::parks, &RxQueueStats::parks},
+    {"parked_packets", "parked_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets held in an RX queue's parking ticket.", &ReceiveTotals::parked_packets, &RxQueueStats::parked_packets},
+    {"parked_us", "parked_seconds_total", "", CounterKind::kCounter, CounterUnit::kMicroseconds,
+     "Time an RX queue spent parked (not polled, behind a parking ticket).", &ReceiveTotals::parked_us,
+     &RxQueueStats::parked_cycles},
+    {"learned", "forwarding_learned_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Entries an RX queue's packets added to the forwarding table.", &ReceiveTotals::learned, &RxQueueStats::learned},
+    {"setups", "forwarding_setups_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Connection set-ups (first Initials) recorded in the setup table.", &ReceiveTotals::setups, &RxQueueStats::setups},
+    {"setup_evicted", "forwarding_setup_evicted_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Setup entries replaced by newer ones (the setup table was full).", &ReceiveTotals::setup_evicted,
+     &RxQueueStats::setup_evicted},
+    {"table_full", "forwarding_table_full_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Entries the full forwarding table refused (those packets were routed by the hash).", &ReceiveTotals::table_full,
+     &RxQueueStats::table_full},
+    {"over_budget", "forwarding_over_budget_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "DCIDs not learned because their connection had already taught the table its share.",
+     &ReceiveTotals::over_budget, &RxQueueStats::over_budget},
+    {"lost_races", "forwarding_lost_races_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries not written because other lcores changed their buckets meanwhile.",
+     &ReceiveTotals::lost_races, &RxQueueStats::lost_races},
+};
+
+// Per RX queue only.
+using QueueField = CounterField<QueueSnapshot, RxQueueStats>;
+inline constexpr QueueField kQueueFields[] = {
+    {"parked_now", "queue_parked", "", CounterKind::kGauge, CounterUnit::kCount, "1 while the RX queue is parked.",
+     &QueueSnapshot::parked_now, &RxQueueStats::parked_now},
+};
+
+// Owner counters: per owner lcore and in total.
+using OwnerField = CounterField<OwnerTotals, OwnerStats>;
+inline constexpr OwnerField kOwnerFields[] = {
+    {"dequeued", "owner_dequeued_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets an owner took from its inbound rings.", &OwnerTotals::dequeued, &OwnerStats::dequeued},
+    {"processed", "owner_processed_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets an owner's connection stage processed.", &OwnerTotals::processed, &OwnerStats::processed},
+    {"connections", "connections_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Connections an owner started tracking (the CIDs it could tie together count once).", &OwnerTotals::connections,
+     &OwnerStats::connections},
+    {"connections_live", "connections_live", "", CounterKind::kGauge, CounterUnit::kCount, "Connections in an owner's table.",
+     &OwnerTotals::connections_live, &OwnerStats::connections_live},
+    {"connections_expired", "connections_expired_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Connections an owner expired after idle_timeout_ms.", &OwnerTotals::connections_expired,
+     &OwnerStats::connections_expired},
+    {"cids", "cids_total", "", CounterKind::kCounter, CounterUnit::kCount, "CIDs an owner started tracking.", &OwnerTotals::cids,
+     &OwnerStats::cids},
+    {"cids_live", "cids_live", "", CounterKind::kGauge, CounterUnit::kCount, "CIDs in an owner's table.", &OwnerTotals::cids_live,
+     &OwnerStats::cids_live},
+    {"connections_untracked", "connections_untracked_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets whose connection an owner could not track: its table shard was full.",
+     &OwnerTotals::connections_untracked, &OwnerStats::connections_untracked},
+    {"connections_untracked_long_dcid", "connections_untracked_long_dcid_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets an owner could not track: their DCID is longer than a table key (20 octets).",
+     &OwnerTotals::connections_untracked_long_dcid, &OwnerStats::connections_untracked_long_dcid},
+    {"migrations", "migrations_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Times a known connection arrived from a new 4-tuple, whichever its CID (migrations, NAT rebinding).",
+     &OwnerTotals::migrations, &OwnerStats::migrations},
+    {"tx", "owner_tx_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Packets an owner transmitted.",
+     &OwnerTotals::tx, &OwnerStats::tx},
+    {"tx_holds", "tx_holds_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Times an owner was held by a TX queue that took nothing more.", &OwnerTotals::tx_holds, &OwnerStats::tx_holds},
+    {"tx_held_us", "tx_held_seconds_total", "", CounterKind::kCounter, CounterUnit::kMicroseconds,
+     "Time an owner spent held by a TX queue that took nothing more.", &OwnerTotals::tx_held_us,
+     &OwnerStats::tx_held_cycles},
+    {"tx_held_now", "tx_held_packets", "", CounterKind::kGauge, CounterUnit::kPackets, "Packets waiting in an owner's TX stages.",
+     &OwnerTotals::tx_held_now, &OwnerStats::tx_held_now},
+    {"sunk", "owner_sunk_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets an owner counted and freed (action sink).", &OwnerTotals::sunk, &OwnerStats::sunk},
+};
+
+// Each lcore's loop.
+using LcoreField = CounterField<LcoreSnapshot, LoopStats>;
+inline constexpr LcoreField kLcoreFields[] = {
+    {"busy_cycles", "lcore_busy_cycles_total", "", CounterKind::kCounter, CounterUnit::kCycles,
+     "TSC cycles of loop iterations that moved packets.", &LcoreSnapshot::busy_cycles, &LoopStats::busy_cycles},
+    {"idle_sleeps", "lcore_idle_sleeps_total", "", CounterKind::kCounter, CounterUnit::kCount, "Idle naps of an lcore's loop.",
+     &LcoreSnapshot::idle_sleeps, &LoopStats::idle_sleeps},
+    {"doorbell_wakes", "lcore_doorbell_wakes_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Idle naps a producer's doorbell ended early.", &LcoreSnapshot::doorbell_wakes, &LoopStats::doorbell_wakes},
+};
+
+// Each receiver->owner ring.
+using RingField = CounterField<RingSnapshot>;
+inline constexpr RingField kRingFields[] = {
+    {"capacity", "ring_capacity", "", CounterKind::kGauge, CounterUnit::kPackets, "Slots of a receiver->owner ring.",
+     &RingSnapshot::capacity},
+    {"occupancy", "ring_occupancy", "", CounterKind::kGauge, CounterUnit::kPackets, "Packets in a receiver->owner ring.",
+     &RingSnapshot::occupancy},
+    {"high_water", "ring_high_water", "", CounterKind::kGauge, CounterUnit::kPackets,
+     "The deepest occupancy a ring's producer saw (from its cached view of the consumer; never above the capacity).",
+     &RingSnapshot::high_water},
+    {"full_events", "ring_full_events_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Times a receiver->owner ring refused packets.", &RingSnapshot::full_events},
+};
+
+// Each port: the device's counters, totals across its counter resets.
+using PortField = CounterField<PortSnapshot>;
+inline constexpr PortField kPortFields[] = {
+    {"ipackets", "port_rx_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Packets the port received (ipackets).",
+     &PortSnapshot::ipackets},
+    {"opackets", "port_tx_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Packets the port sent (opackets).",
+     &PortSnapshot::opackets},
+    {"ibytes", "port_rx_bytes_total", "", CounterKind::kCounter, CounterUnit::kBytes, "Bytes received (ibytes).", &PortSnapshot::ibytes},
+    {"obytes", "port_tx_bytes_total", "", CounterKind::kCounter, CounterUnit::kBytes, "Bytes sent (obytes).", &PortSnapshot::obytes},
+    {"imissed", "port_rx_missed_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets the NIC dropped for want of RX descriptors (imissed).", &PortSnapshot::imissed},
+    {"ierrors", "port_rx_errors_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Erroneous received packets (ierrors).",
+     &PortSnapshot::ierrors},
+    {"oerrors", "port_tx_errors_total", "", CounterKind::kCounter, CounterUnit::kPackets, "Failed transmissions (oerrors).",
+     &PortSnapshot::oerrors},
+    {"rx_nombuf", "port_rx_nombuf_total", "", CounterKind::kCounter, CounterUnit::kCount, "RX mbuf allocation failures (rx_nombuf).",
+     &PortSnapshot::rx_nombuf},
+    {"counter_resets", "port_counter_resets_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Times the device zeroed its own counters (the totals above carry across).", &PortSnapshot::counter_resets},
+};
+
+// The forwarding tables (when enabled).
+using ForwardingField = CounterField<ForwardingSnapshot>;
+inline constexpr ForwardingField kForwardingFields[] = {
+    {"entries", "forwarding_entries", "table=\"established\"", CounterKind::kGauge, CounterUnit::kCount,
+     "Entries in a forwarding table.", &ForwardingSnapshot::entries},
+    {"setup_entries", "forwarding_entries", "table=\"setup\"", CounterKind::kGauge, CounterUnit::kCount,
+     "Entries in a forwarding table.", &ForwardingSnapshot::setup_entries},
+    {"slots", "forwarding_slots", "table=\"established\"", CounterKind::kGauge, CounterUnit::kCount,
+     "Slots of a forwarding table.", &ForwardingSnapshot::slots},
+    {"setup_slots", "forwarding_slots", "table=\"setup\"", CounterKind::kGauge, CounterUnit::kCount,
+     "Slots of a forwarding table.", &ForwardingSnapshot::setup_slots},
+    {"expired", "forwarding_expired_total", "", CounterKind::kCounter, CounterUnit::kCount, "Idle forwarding-table entries removed.",
+     &ForwardingSnapshot::expired},
+};
+
+// Each backend of the fleet: its owners' counters added up.
+using BackendCounterField = CounterField<BackendSnapshot, BackendCounters>;
+inline constexpr BackendCounterField kBackendCounterFields[] = {
+    {"packets", "backend_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets, "packets delivered towards the backend",
+     &BackendSnapshot::packets, &BackendCounters::packets},
+    {"bytes", "backend_bytes_total", "", CounterKind::kCounter, CounterUnit::kBytes,
+     "bytes of those packets as received (before encapsulation)", &BackendSnapshot::bytes, &BackendCounters::bytes},
+    {"connections", "backend_connections_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "new connections steered to the backend", &BackendSnapshot::connections, &BackendCounters::connections},
+    {"backend_down", "backend_backend_down_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "packets dropped because the backend was down", &BackendSnapshot::backend_down, &BackendCounters::backend_down},
+    {"too_big", "backend_too_big_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "packets dropped as larger than the TX port's MTU once encapsulated", &BackendSnapshot::too_big,
+     &BackendCounters::too_big},
+    {"icmp_sent", "backend_icmp_sent_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "ICMP too-big replies sent to clients for the backend's packets", &BackendSnapshot::icmp_sent,
+     &BackendCounters::icmp_sent},
+};
+
+// A field by its name, at compile time: a view that shows a chosen few (the
+// live table) names them here, and a name not in the table does not compile.
+template <typename Field, std::size_t N>
+consteval const Field& counter_field(const Field (&table)[N], std::string_view name) {
+  for (const Field& f : table)
+    if (std::string_view(f.name) == name) return f;
+  throw "no such counter in the table";  // not a constant expression: a compile error
+}
+
+const char* to_string(CounterKind kind);
+const char* to_string(CounterUnit unit);
+
+// Every table above, one line per counter: scope, name, Prometheus sample
+// name (with its label), kind, unit, help; tab-separated
+// (quicsteer --list-counters).
+void print_counter_list(std::FILE* out);
+
+}  // namespace qs
