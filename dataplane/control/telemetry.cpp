@@ -214,6 +214,7 @@ int cmd_steering(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "servers", st.servers);
   rte_tel_data_add_dict_u64(d, "reloads_applied", st.reloads_applied);
   rte_tel_data_add_dict_u64(d, "reloads_refused", st.reloads_refused);
+  rte_tel_data_add_dict_u64(d, "reload_running", st.reload_running ? 1 : 0);
   // A string value is at most RTE_TEL_MAX_STRING_LEN; /quicsteer/reload
   // answers with the whole message.
   rte_tel_data_add_dict_string(d, "last_reload",
