@@ -41,7 +41,7 @@ std::optional<SteeringReloader::Prepared> SteeringReloader::take() {
 }
 
 void SteeringReloader::abandon() {
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   busy_ = false;
   result_.reset();
 }
