@@ -32,6 +32,9 @@ struct SteeringState {
   std::size_t servers = 0;
   std::uint64_t reloads_applied = 0, reloads_refused = 0;
   std::string last_reload;  // "applied: ..." or "refused: ..." (empty: none yet)
+  // A reload is being read and prepared off the control loop (the live
+  // steering is still `generation`).
+  bool reload_running = false;
 };
 
 class LiveView {

@@ -200,6 +200,7 @@ int cmd_steering(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "servers", st.servers);
   rte_tel_data_add_dict_u64(d, "reloads_applied", st.reloads_applied);
   rte_tel_data_add_dict_u64(d, "reloads_refused", st.reloads_refused);
+  rte_tel_data_add_dict_u64(d, "reload_running", st.reload_running ? 1 : 0);
   // Cut to a dict's string; /quicsteer/reload answers with the whole
   // message (both without the content of a refused file).
   add_dict_text(d, "last_reload", without_file_content(st.last_reload));

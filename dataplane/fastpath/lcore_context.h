@@ -51,6 +51,12 @@ struct TxQueueContext {
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
   TxStage<rte_mbuf*> stage;
+  // Set when this queue took nothing for park_timeout (a dead link, a peer
+  // that reads nothing): from then on what it refuses is dropped at once
+  // (tx_timeout) instead of held, so that it no longer holds its owner,
+  // whose other TX queues (reflect: one per RX port) go on. Cleared as soon
+  // as the queue takes a packet again.
+  bool timed_out = false;
 };
 
 struct LcoreContext {

@@ -67,20 +67,25 @@ void reflect(rte_mbuf* m, const SteerMeta& meta) {
 // Offers a TX stage's waiting packets to its queue. Under drop what the queue
 // refuses is dropped (tx_full). Under park and shed-new it stays in the stage,
 // in order; a stage whose queue has taken nothing for park_timeout drops what
-// it holds (tx_timeout), so that a dead link cannot hold the chain forever.
-// Returns the packets that left the stage.
+// it holds (tx_timeout), so that a dead link cannot hold the chain forever,
+// and from then on drops what its queue refuses at once (tx_timeout too)
+// until the queue takes something again: a dead queue holds its owner once,
+// for park_timeout, not once per burst, and never holds the owner's other
+// TX queues for longer than that. Returns the packets that left the stage.
 unsigned send_tx(LcoreContext& c, TxQueueContext& t, std::uint64_t now) {
   const unsigned took = t.stage.send(
       [&](rte_mbuf** pkts, unsigned n) { return unsigned(rte_eth_tx_burst(t.port_id, t.queue, pkts, std::uint16_t(n))); },
       now);
   c.owner_stats.tx.add(took);
+  if (took != 0) t.timed_out = false;
   unsigned dropped = 0;
   if (c.policy == BackpressurePolicy::kDrop) {
     dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
     if (dropped) count_drop(c.owner_stats.drops, DropReason::kTxFull, dropped);
-  } else if (t.stage.stalled_for(now) > c.park_timeout_tsc) {
+  } else if (t.timed_out || t.stage.stalled_for(now) > c.park_timeout_tsc) {
+    t.timed_out = true;
     dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
-    count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
+    if (dropped) count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
   }
   // What TX never took is a drop, not processed: received = processed + drops.
   if (dropped) c.owner_stats.processed.sub(dropped);

@@ -2,6 +2,7 @@
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -187,7 +188,11 @@ void Dataplane::build_lcores() {
     ctx->live_classifier = &live_classifier_;
     ctx->rcu = rcu_;
     ctx->rcu_thread = unsigned(lcores_.size());
-    rte_rcu_qsbr_thread_register(rcu_, ctx->rcu_thread);
+    // An lcore that is not registered would not be waited for: a reload
+    // would free a classifier it may still be reading.
+    if (rte_rcu_qsbr_thread_register(rcu_, ctx->rcu_thread) != 0)
+      throw std::runtime_error("cannot register lcore " + std::to_string(l.id) +
+                               " with RCU for steering reloads: " + rte_strerror(rte_errno));
     ctx->burst = profile_.rings.burst;
     ctx->policy = profile_.backpressure.policy;
     ctx->high_watermark = profile_.backpressure.high_watermark;
@@ -413,63 +418,89 @@ bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector
   return true;
 }
 
+Dataplane::PreparedSteering::PreparedSteering(PreparedSteering&&) noexcept = default;
+Dataplane::PreparedSteering& Dataplane::PreparedSteering::operator=(PreparedSteering&&) noexcept = default;
+Dataplane::PreparedSteering::~PreparedSteering() = default;
+
 Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
-  SteeringReload r;
-  r.generation = generation_;
+  return apply_steering(prepare_steering(next));
+}
+
+Dataplane::PreparedSteering Dataplane::prepare_steering(const Profile& next) const {
+  PreparedSteering p;
+  p.base_generation_ = generation_;
   if (auto refusal = reload_refusal(profile_, next)) {
-    r.message = *refusal;
-    return r;
+    p.refusal_ = *refusal;
+    return p;
   }
   if (profile_.steering.backends.empty() != next.steering.backends.empty()) {
     // The forwarding tables name owners without backends and backends with
     // them: what they learned would be read as the other.
-    r.message = profile_.steering.backends.empty()
-                    ? "backends: a running data path without backends cannot take some (restart)"
-                    : "backends: a running data path with backends cannot drop them all (restart)";
-    return r;
+    p.refusal_ = profile_.steering.backends.empty()
+                     ? "backends: a running data path without backends cannot take some (restart)"
+                     : "backends: a running data path with backends cannot drop them all (restart)";
+    return p;
   }
   // Each backend that stays keeps its slot, so that what the tables learned
   // for it still names it; a new one takes a slot no backend had before this
   // reload (a removed backend's slot is not given to another at once: its
   // packets may still be on their way to an owner).
-  Profile placed = next;
-  std::uint32_t slots_used = backend_slots_used_;
-  if (!assign_backend_slots(profile_.steering.backends, placed.steering.backends, slots_used)) {
-    r.message = "backends: no free backend slot (at most " + std::to_string(kMaxBackends) +
-                " backends over the data path's life; restart)";
-    return r;
+  Profile placed = profile_;
+  placed.steering = next.steering;
+  placed.action.delivery = next.action.delivery;
+  placed.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
+  p.slots_used_ = backend_slots_used_;
+  if (!assign_backend_slots(profile_.steering.backends, placed.steering.backends, p.slots_used_)) {
+    p.refusal_ = "backends: no free backend slot (at most " + std::to_string(kMaxBackends) +
+                 " backends over the data path's life; restart)";
+    return p;
   }
-  std::unique_ptr<MbufClassifier> fresh;
-  std::unique_ptr<DeliveryPlan> fresh_delivery;
   try {
-    fresh = std::make_unique<MbufClassifier>(placed.steering);
-    fresh_delivery = make_delivery_plan(placed);
+    p.classifier_ = std::make_unique<MbufClassifier>(placed.steering);
+    p.delivery_ = make_delivery_plan(placed);
   } catch (const std::exception& e) {
-    r.message = std::string("steering: ") + e.what();
-    return r;
+    p.refusal_ = std::string("steering: ") + e.what();
+    p.classifier_.reset();
+    return p;
   }
   // The forwarding tables carry over: what they learned names owners by
   // index, which no reload can change, and their keys do not depend on the
   // configuration (a new fallback key leaves learned connections where they
   // are).
-  fresh->use_tables(forwarding_.get());
-  live_classifier_.store(fresh.get(), std::memory_order_release);
-  if (fresh_delivery) live_delivery_.store(fresh_delivery.get(), std::memory_order_release);
+  p.classifier_->use_tables(forwarding_.get());
+  p.profile_ = std::move(placed);
+  return p;
+}
+
+Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
+  SteeringReload r;
+  r.generation = generation_;
+  if (prepared.refused()) {
+    r.message = std::move(prepared.refusal_);
+    return r;
+  }
+  if (prepared.base_generation_ != generation_ || !prepared.classifier_) {
+    r.message = "steering changed while this reload was prepared; nothing changed (reload again)";
+    return r;
+  }
+  live_classifier_.store(prepared.classifier_.get(), std::memory_order_release);
+  if (prepared.delivery_) live_delivery_.store(prepared.delivery_.get(), std::memory_order_release);
   // Every lcore reports a quiescent state after this token (or is offline):
   // none holds the old classifier any more. Lcores pass one every iteration,
   // so this waits for microseconds; a stopped data path is all offline.
   const std::uint64_t token = rte_rcu_qsbr_start(rcu_);
   rte_rcu_qsbr_check(rcu_, token, true);
-  classifier_ = std::move(fresh);  // frees the one it replaces
-  if (fresh_delivery) delivery_ = std::move(fresh_delivery);
-  backend_slots_used_ = slots_used;
+  // Only now are the old classifier and plan freed (into `prepared`, which
+  // frees them on return): a test that reloads under traffic with the wait
+  // above removed reads freed memory, which AddressSanitizer reports.
+  std::swap(classifier_, prepared.classifier_);
+  if (prepared.delivery_) std::swap(delivery_, prepared.delivery_);
+  backend_slots_used_ = prepared.slots_used_;
   const std::size_t backends_before = profile_.steering.backends.size();
   const std::size_t configs_before = profile_.steering.quic_lb.size();
   const std::size_t servers_before = profile_.steering.server_routes.size();
-  const bool rekeyed = profile_.steering.fallback_key != next.steering.fallback_key;
-  profile_.steering = placed.steering;
-  profile_.action.delivery = placed.action.delivery;
-  profile_.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
+  const bool rekeyed = profile_.steering.fallback_key != prepared.profile_.steering.fallback_key;
+  std::swap(profile_, prepared.profile_);
   r.generation = ++generation_;
   r.applied = true;
   std::string ids;
@@ -499,15 +530,25 @@ void Dataplane::launch() {
   state_.store(RunState::kRun, std::memory_order_relaxed);
   for (auto& c : lcores_) c->quiesce_acknowledged.store(false, std::memory_order_relaxed);
   start_tsc_ = rte_rdtsc();
-  for (auto& c : lcores_) {
-    tsan_release(c.get());
-    const int rc = rte_eal_remote_launch(run_lcore, c.get(), c->lcore_id);
-    if (rc != 0) {
-      stop();
-      throw std::runtime_error("cannot launch lcore " + std::to_string(c->lcore_id) + ": " + rte_strerror(-rc));
-    }
-  }
+  // Running from the first launch on: if a later lcore cannot be launched,
+  // stop() then quiesces and stops those already running and frees what they
+  // took (RX bursts handed to rings, parked, staged for TX), as after any run.
   running_ = true;
+  for (std::size_t i = 0; i < lcores_.size(); ++i) {
+    LcoreContext& c = *lcores_[i];
+    tsan_release(&c);
+    const int rc = rte_eal_remote_launch(run_lcore, &c, c.lcore_id);
+    if (rc == 0) {
+      launched_ = i + 1;
+      continue;
+    }
+    // Those never launched have nothing to acknowledge: the quiesce waits
+    // only for those that run.
+    for (std::size_t j = i; j < lcores_.size(); ++j)
+      lcores_[j]->quiesce_acknowledged.store(true, std::memory_order_relaxed);
+    stop();
+    throw std::runtime_error("cannot launch lcore " + std::to_string(c.lcore_id) + ": " + rte_strerror(-rc));
+  }
 }
 
 bool Dataplane::quiesced() const {
@@ -543,10 +584,13 @@ void Dataplane::stop() {
   }
   state_.store(RunState::kStop, std::memory_order_relaxed);
   wake_sleepers();
-  for (auto& c : lcores_) {
-    rte_eal_wait_lcore(c->lcore_id);
-    tsan_acquire(c.get());
+  // Only the lcores this data path launched: one that refused the launch
+  // may be running someone else's function.
+  for (std::size_t i = 0; i < launched_; ++i) {
+    rte_eal_wait_lcore(lcores_[i]->lcore_id);
+    tsan_acquire(lcores_[i].get());
   }
+  launched_ = 0;
   if (!running_) return;
   running_ = false;
   stop_tsc_ = rte_rdtsc();

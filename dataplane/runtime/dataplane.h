@@ -94,6 +94,38 @@ class Dataplane {
     std::uint64_t generation = 0;  // the steering generation live afterwards
   };
   SteeringReload reload_steering(const Profile& next);
+
+  // The same reload in two halves, so that the slow half can run off the
+  // control loop (a profile of 100,000 servers takes seconds to read and
+  // turn into a classifier). prepare_steering() checks `next` against the
+  // running profile and builds the new classifier and delivery plan; it
+  // reads the data path's configuration and changes nothing, so it may run on
+  // any thread while the control loop goes on, provided no other reload is
+  // prepared or applied meanwhile. apply_steering() puts a prepared reload
+  // live (or reports its refusal): control path, microseconds plus the grace
+  // period.
+  class PreparedSteering {
+   public:
+    PreparedSteering() = default;
+    PreparedSteering(PreparedSteering&&) noexcept;
+    PreparedSteering& operator=(PreparedSteering&&) noexcept;
+    ~PreparedSteering();
+    bool refused() const { return !refusal_.empty(); }
+    // The whole profile as it will be once applied (the running one's
+    // other sections, next's steering); empty when refused.
+    const Profile& profile() const { return profile_; }
+
+   private:
+    friend class Dataplane;
+    std::string refusal_;
+    std::uint64_t base_generation_ = 0;  // what it was prepared against
+    Profile profile_;
+    std::unique_ptr<MbufClassifier> classifier_;
+    std::unique_ptr<DeliveryPlan> delivery_;
+    std::uint32_t slots_used_ = 0;
+  };
+  PreparedSteering prepare_steering(const Profile& next) const;
+  SteeringReload apply_steering(PreparedSteering prepared);
   // 1 for the profile the data path was built from, +1 per applied reload.
   std::uint64_t steering_generation() const { return generation_; }
 
@@ -151,6 +183,7 @@ class Dataplane {
   std::vector<std::unique_ptr<LcoreContext>> lcores_;
   std::atomic<RunState> state_{RunState::kRun};
   bool running_ = false;
+  std::size_t launched_ = 0;  // lcores_[0, launched_) were launched and not yet waited for
   std::uint64_t start_tsc_ = 0;
   std::uint64_t stop_tsc_ = 0;
   std::uint64_t held_by_devices_ = 0;

@@ -4,7 +4,8 @@
 //
 // With no EAL arguments the profile's `eal` list is used. The main lcore runs
 // the control loop (signals, the duration, the live table, steering reloads
-// on SIGHUP or /quicsteer/reload, what telemetry and Prometheus read, the
+// on SIGHUP or /quicsteer/reload (read and built on a thread of their own,
+// put live here), what telemetry and Prometheus read, the
 // health check, the drain, the service manager's notifications); the
 // profile's lcores run the data path.
 #include <rte_eal.h>
@@ -37,6 +38,7 @@
 #include "dataplane/config/profile.h"
 #include "dataplane/control/prometheus.h"
 #include "dataplane/runtime/service_notify.h"
+#include "dataplane/runtime/steering_reloader.h"
 #include "dataplane/control/telemetry.h"
 
 namespace {
@@ -75,12 +77,15 @@ void handle_stop_signals() {
   sigprocmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
-// What /quicsteer/steering and /quicsteer/profile show of the live steering.
-qs::SteeringState steering_state(const qs::Dataplane& dp, const std::string& path, qs::SteeringState previous) {
+// What /quicsteer/steering and /quicsteer/profile show of the live steering;
+// `resolved` is dump_profile(dp.profile()) (from the reload thread when a
+// reload changed it: a large profile takes long to write out).
+qs::SteeringState steering_state(const qs::Dataplane& dp, const std::string& path, std::string resolved,
+                                 qs::SteeringState previous) {
   qs::SteeringState s = std::move(previous);
   s.generation = dp.steering_generation();
   s.profile_path = path;
-  s.resolved_profile = qs::dump_profile(dp.profile());
+  s.resolved_profile = std::move(resolved);
   s.quic_lb_config_ids.clear();
   for (const auto& c : dp.profile().steering.quic_lb) s.quic_lb_config_ids.push_back(c.config_id);
   s.servers = dp.profile().steering.server_routes.size();
@@ -119,35 +124,50 @@ class Manager {
   bool failed_ = false;
 };
 
-// Reads `path` and reloads the data path's steering from it; the answer says
-// what happened ("applied: ..." or "refused: ..."), and is printed.
-std::string reload_steering(qs::Dataplane& dp, const std::string& path, const char* asked_by, qs::LiveView& live,
-                            std::string& live_path, Manager& manager) {
+// Starts a steering reload from `path` on the reload thread; the control
+// loop goes on and finishes it (finish_reload) once it is prepared.
+void start_reload(qs::SteeringReloader& reloader, const std::string& path, const char* asked_by, bool telemetry,
+                  qs::LiveView& live, Manager& manager) {
   manager.reloading();
   qs::SteeringState state = live.steering();
+  state.reload_running = true;
+  live.publish(state);
+  reloader.start(path, asked_by, telemetry);
+  std::printf("quicsteer: reload (%s) reading %s\n", asked_by, path.c_str());
+  std::fflush(stdout);
+}
+
+// Puts a prepared reload live (or reports why not); the answer says what
+// happened ("applied: ..." or "refused: ..."), and is printed.
+std::string finish_reload(qs::Dataplane& dp, qs::SteeringReloader::Prepared prepared, qs::LiveView& live,
+                          std::string& live_path, Manager& manager) {
+  qs::SteeringState state = live.steering();
+  state.reload_running = false;
   std::string answer;
-  try {
-    const qs::Profile next = qs::load_profile(path);
-    const auto outcome = dp.reload_steering(next);
+  std::string resolved = state.resolved_profile;
+  if (!prepared.load_error.empty()) {
+    answer = "refused: " + prepared.load_error + "; steering generation " + std::to_string(dp.steering_generation()) +
+             " stays live";
+    ++state.reloads_refused;
+  } else {
+    const auto outcome = dp.apply_steering(std::move(prepared.steering));
     if (outcome.applied) {
       answer = "applied: " + outcome.message;
-      live_path = path;
+      live_path = prepared.path;
+      resolved = std::move(prepared.resolved_profile);
       ++state.reloads_applied;
     } else {
-      answer = "refused: " + path + ": " + outcome.message + "; steering generation " +
+      answer = "refused: " + prepared.path + ": " + outcome.message + "; steering generation " +
                std::to_string(outcome.generation) + " stays live";
       ++state.reloads_refused;
     }
-  } catch (const qs::ProfileError& e) {
-    answer = std::string("refused: ") + e.what() + "; steering generation " + std::to_string(dp.steering_generation()) +
-             " stays live";
-    ++state.reloads_refused;
   }
   state.last_reload = answer;
-  live.publish(steering_state(dp, live_path, std::move(state)));
-  std::printf("quicsteer: reload (%s) %s\n", asked_by, answer.c_str());
+  live.publish(steering_state(dp, live_path, std::move(resolved), std::move(state)));
+  std::printf("quicsteer: reload (%s) %s\n", prepared.asked_by.c_str(), answer.c_str());
   std::fflush(stdout);
   manager.reloaded(answer);
+  if (prepared.telemetry) live.answer_reload(answer);
   return answer;
 }
 
@@ -322,7 +342,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     // when the profile gives an address. Both read what this loop publishes.
     auto live = std::make_shared<qs::LiveView>();
     std::string live_path = profile.path;
-    live->publish(steering_state(dp, live_path, {}));
+    live->publish(steering_state(dp, live_path, qs::dump_profile(dp.profile()), {}));
     live->publish(dp.snapshot());
     qs::attach_telemetry(live);
     if (has_arg(eal_args, "--no-telemetry"))
@@ -342,6 +362,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
                 profile.steering.server_routes.size(),
                 duration > 0 ? ("running for " + std::to_string(duration) + " s").c_str() : "running until SIGINT/SIGTERM");
     std::fflush(stdout);  // a supervisor reading a pipe sees the start at once
+    qs::SteeringReloader reloader(dp);
     dp.launch();
     const auto start = std::chrono::steady_clock::now();
     auto last_table = start;
@@ -377,10 +398,18 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       // health is that and not draining.
       const qs::Health live_verdict = health.judge(dp.health_sample(), std::chrono::steady_clock::now());
       live->publish(draining && live_verdict.healthy ? qs::Health{false, "draining"} : live_verdict);
-      if (g_reload_asked.exchange(false)) reload_steering(dp, args.profile, "SIGHUP", *live, live_path, manager);
-      if (auto path = live->take_reload_request()) {
-        live->answer_reload(reload_steering(dp, path->empty() ? args.profile : *path, "/quicsteer/reload", *live,
-                                            live_path, manager));
+      // Steering reloads are read and built on the reload thread; this loop
+      // only starts one and puts it live once prepared. One at a time: a
+      // SIGHUP while one is under way is left pending (g_reload_asked stays
+      // set), so any number of them during a reload make exactly one more
+      // reload after it, which reads the profile as it is then. A telemetry
+      // request waits in its mailbox (up to its own time limit) likewise.
+      if (auto prepared = reloader.take()) finish_reload(dp, std::move(*prepared), *live, live_path, manager);
+      if (!reloader.busy()) {
+        if (auto path = live->take_reload_request())
+          start_reload(reloader, path->empty() ? args.profile : *path, "/quicsteer/reload", true, *live, manager);
+        else if (g_reload_asked.exchange(false))
+          start_reload(reloader, args.profile, "SIGHUP", false, *live, manager);
       }
       const auto now = std::chrono::steady_clock::now();
       if (g_interrupted.load()) {
@@ -439,6 +468,9 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
         prev = std::move(snap);
       }
     }
+    // A reload still being read is waited for (it cannot be interrupted) and
+    // dropped; a telemetry request waiting on it is answered by close().
+    reloader.abandon();
     live->close();
     live->publish(qs::Health{false, "stopping"});
     if (!draining) manager.tell("STOPPING=1");

@@ -493,3 +493,98 @@ TEST(Backpressure, IdleOwnersSleepOnTheDoorbellAndWakeForTraffic) {
 
 }  // namespace
 }  // namespace qs::test
+
+namespace qs::test {
+namespace {
+
+// Reflect on two ports, one owner polling both (issue 29, item 12): port b's
+// TX queue is a 64-descriptor ring nobody reads (a dead link), port a's is
+// read. b's TX queue fills and holds the owner, once, until the park timeout;
+// from then on what b refuses is dropped at once as tx_timeout and the owner
+// goes on with port a, which is never held for b again. Before, b held the
+// owner (and with it port a) for a park timeout on every burst it was given.
+// Once b's ring is read again, b transmits again.
+TEST(Backpressure, ReflectDeadTxPortHoldsTheOwnerOnceAndNotItsOtherPorts) {
+  RingPort a(1, 256, 1, 1 << 16), b(1, 256, 1, 64);
+  const std::string yaml =
+      "ports:\n"
+      "  - {name: a, device: \"" + a.device() + "\", rx_queues: 1, tx_queues: 1, rx_descriptors: 256, rss: false}\n"
+      "  - {name: b, device: \"" + b.device() + "\", rx_queues: 1, tx_queues: 1, rx_descriptors: 256, rss: false}\n"
+      "mempool: {mbufs: 16383, cache: 64}\n"
+      "lcores:\n  - {id: 1, rx: [\"a:0\", \"b:0\"], owner: true}\n"
+      "rings: {size: 512, burst: 32}\n" +
+      steering_yaml({1}) +
+      "backpressure: {policy: park, park_timeout_us: 20000}\n"
+      "action: {type: reflect}\n"
+      "polling: {idle_sleep_us: 20, idle_polls_before_sleep: 32}\n"
+      "stats: {period_ms: 0}\n";
+  auto o = traffic_options(200, 1, 41);
+  o.malformed = 0;
+  const PreparedTraffic t = prepare(o, 1, parse_test_profile(yaml).steering);
+  Dataplane dp(parse_test_profile(yaml));
+  auto through = [&] {
+    const StatsSnapshot s = dp.snapshot();
+    return s.owner_total.tx + s.owner_total.sunk + s.drops_sum();
+  };
+  // Frame i goes to port a when even, b when odd; a full RX ring is waited
+  // on (a lossless sender). Returns how many went to each.
+  auto send = [&](std::size_t from, std::size_t to, std::uint64_t& to_a, std::uint64_t& to_b) {
+    for (std::size_t i = from; i < to; ++i) {
+      rte_mbuf* m = nullptr;
+      while ((m = rte_pktmbuf_alloc(dp.pool())) == nullptr) std::this_thread::yield();
+      const auto& f = *t.frames[i % t.frames.size()];
+      std::memcpy(rte_pktmbuf_append(m, std::uint16_t(f.size())), f.data(), f.size());
+      test_seq(m) = i;
+      rte_ring* rx = (i % 2 == 0 ? a : b).rx(0);
+      tsan_release(m);
+      while (rte_ring_enqueue(rx, m) != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      ++(i % 2 == 0 ? to_a : to_b);
+    }
+  };
+  auto wait_through = [&](std::uint64_t n) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);  // a hang detector
+    while (through() < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "stuck at " << through() << " of " << n;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  auto drain = [](rte_ring* r) {
+    std::uint64_t n = 0;
+    void* m;
+    while (rte_ring_dequeue(r, &m) == 0) {
+      tsan_acquire(m);
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      ++n;
+    }
+    return n;
+  };
+  dp.launch();
+  std::uint64_t to_a = 0, to_b = 0;
+  const std::size_t first = 4000;
+  send(0, first, to_a, to_b);
+  wait_through(first);
+  const StatsSnapshot dead = dp.snapshot();
+  // b's 64 descriptors took the first 64 of b's frames; every other frame of
+  // b's was dropped at its TX queue; a's went out, every one.
+  EXPECT_EQ(rte_ring_count(b.tx(0)), 64u);
+  EXPECT_EQ(dead.owner_total.drops[std::size_t(DropReason::kTxTimeout)], to_b - 64);
+  EXPECT_EQ(dead.drops_sum(), to_b - 64);
+  EXPECT_EQ(drain(a.tx(0)), to_a);
+  EXPECT_EQ(dead.owner_total.tx_holds, 1u) << "b held the owner once, until its queue timed out";
+
+  // b's peer reads again: b transmits again, and nothing more is dropped.
+  EXPECT_EQ(drain(b.tx(0)), 64u);
+  std::uint64_t again_a = 0, again_b = 0;
+  send(first, first + 64, again_a, again_b);
+  wait_through(first + 64);
+  dp.stop();
+  const StatsSnapshot end = dp.snapshot();
+  EXPECT_EQ(end.drops_sum(), dead.drops_sum());
+  EXPECT_EQ(drain(a.tx(0)), again_a);
+  EXPECT_EQ(drain(b.tx(0)), again_b);
+  EXPECT_EQ(end.owner_total.processed, end.owner_total.tx);
+  EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
+}
+
+}  // namespace
+}  // namespace qs::test
