@@ -187,6 +187,12 @@ def make_capture(build, profile, out):
 
 # ---------------------------------------------------------------- quicsteer
 
+def is_reload_answer(line):
+    """quicsteer's answer to a reload (applied or refused), not the line
+    saying that one has started reading its file."""
+    return line.startswith("quicsteer: reload (") and " reading " not in line.split(")", 1)[1][:9]
+
+
 class Output:
     """quicsteer's stdout, read as it comes; counts reload answers."""
 
@@ -210,13 +216,13 @@ class Output:
 
     def reload_answers(self):
         with self.cond:
-            return [ln for ln in self.lines if ln.startswith("quicsteer: reload (")]
+            return [ln for ln in self.lines if is_reload_answer(ln)]
 
     def wait_answers(self, n, timeout):
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                answers = [ln for ln in self.lines if ln.startswith("quicsteer: reload (")]
+                answers = [ln for ln in self.lines if is_reload_answer(ln)]
                 if len(answers) >= n or time.monotonic() > deadline:
                     return answers
                 self.cond.wait(max(0.0, deadline - time.monotonic()))

@@ -37,6 +37,7 @@
 #include "dataplane/control/live_view.h"
 #include "dataplane/config/profile.h"
 #include "dataplane/control/prometheus.h"
+#include "dataplane/control/telemetry_guard.h"
 #include "dataplane/runtime/service_notify.h"
 #include "dataplane/runtime/steering_reloader.h"
 #include "dataplane/control/telemetry.h"
@@ -133,7 +134,9 @@ void start_reload(qs::SteeringReloader& reloader, const std::string& path, const
   state.reload_running = true;
   live.publish(state);
   reloader.start(path, asked_by, telemetry);
-  std::printf("quicsteer: reload (%s) reading %s\n", asked_by, path.c_str());
+  // The log gets what telemetry gets: escaped, so that a path cannot carry
+  // terminal control sequences into an operator's terminal or journal.
+  std::printf("quicsteer: reload (%s) reading %s\n", asked_by, qs::telemetry_text(path, std::string::npos).c_str());
   std::fflush(stdout);
 }
 
@@ -164,7 +167,8 @@ std::string finish_reload(qs::Dataplane& dp, qs::SteeringReloader::Prepared prep
   }
   state.last_reload = answer;
   live.publish(steering_state(dp, live_path, std::move(resolved), std::move(state)));
-  std::printf("quicsteer: reload (%s) %s\n", prepared.asked_by.c_str(), answer.c_str());
+  std::printf("quicsteer: reload (%s) %s\n", prepared.asked_by.c_str(),
+              qs::telemetry_text(answer, std::string::npos).c_str());
   std::fflush(stdout);
   manager.reloaded(answer);
   if (prepared.telemetry) live.answer_reload(answer);
