@@ -5,8 +5,9 @@
 # Installs what is missing, builds if needed, makes the traffic capture the
 # profile replays (results/*.pcap, from build/quicgen) and runs quicsteer on
 # the profile, configs/demo.yaml by default. EAL arguments come from the
-# profile; on a machine without hugepages a virtual-device profile runs with
-# --no-huge.
+# profile; quicsteer runs it on hugepages when enough are free (setup.sh
+# reserves them as root) and a virtual-device profile with --no-huge
+# otherwise, and says which on its first line ("memory: ...").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

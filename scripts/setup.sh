@@ -22,16 +22,20 @@ packages=(
   systemd                          # systemd-analyze verify checks quicsteer@.service (quicsteer_install)
 )
 
-# As root, and never fatal: 512 MB of 2 MB hugepages (unless that many are
-# reserved already), which quicsteer, its tests and benchmarks use when they
-# are free (otherwise they run with --no-huge), and bpffs at /sys/fs/bpf for
+# As root, and never fatal: 1 GB of 2 MB hugepages (unless that many are
+# reserved already: the demo's 512 MB and room for a capture or a test beside
+# it), which quicsteer, its tests and benchmarks use when they are free
+# (otherwise they run with --no-huge), and bpffs at /sys/fs/bpf for
 # libxdp (net_af_xdp). Inside `ip netns exec` /sys is a fresh sysfs without
 # bpffs: libxdp then says "No bpffs found" and loads its program without the
 # dispatcher, which works.
 if [ "$(id -u)" -eq 0 ]; then
-  if [ "$(awk '/^HugePages_Total:/ {print $2}' /proc/meminfo)" -lt 256 ] && command -v dpdk-hugepages.py >/dev/null; then
+  # --reserve and --mount, not --setup: that would first clear the pages and
+  # unmount hugetlbfs under any DPDK process running meanwhile.
+  if [ "$(awk '/^HugePages_Total:/ {print $2}' /proc/meminfo)" -lt 512 ] && command -v dpdk-hugepages.py >/dev/null; then
     mkdir -p /dev/hugepages  # dpdk-hugepages.py mounts hugetlbfs there
-    dpdk-hugepages.py --setup 512M >/dev/null 2>&1 ||
+    { dpdk-hugepages.py --reserve 1G && { grep -q '^[^ ]* /dev/hugepages hugetlbfs' /proc/mounts ||
+        dpdk-hugepages.py --mount; }; } >/dev/null 2>&1 ||
       echo "setup: could not reserve hugepages; quicsteer runs with --no-huge" >&2
   fi
   mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true

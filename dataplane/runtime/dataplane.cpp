@@ -8,6 +8,7 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 #include <rte_random.h>
 #include <rte_rcu_qsbr.h>
@@ -56,6 +57,42 @@ void check_lcores(const Profile& p) {
                                " is EAL's main lcore, which runs the control loop and stats; give the "
                                "data path other lcores (EAL -l/--lcores, or --main-lcore)");
   }
+}
+
+// An mbuf pool whose objects lie back to back in one chunk of memory, for
+// DPDK 22.11's net_af_xdp. Its zero-copy path registers the pool as the
+// socket's UMEM from the first object on, sized as if every object were
+// back to back: populated objects x object size. A pool created the usual way
+// keeps each object inside one page (IOVA-contiguous objects, which DMA
+// needs), so on 4 KB pages (--no-huge) an object of about 2.4 KB takes a page
+// of its own and the UMEM covers little more than the first half of the pool;
+// on 2 MB pages the objects of the last pages fall out. The kernel skips
+// every fill-ring address outside the UMEM without a trace, so each such mbuf
+// handed to the fill ring is lost, and once the ring holds no valid address
+// the socket receives nothing again and every frame counts as rx_dropped
+// (imissed).
+// RTE_MEMPOOL_F_NO_IOVA_CONTIG packs the objects; AF_XDP needs only virtual
+// addresses, but no device may DMA into such a pool (create_pools refuses a
+// PCI port beside an AF_XDP port).
+rte_mempool* create_packed_pktmbuf_pool(const std::string& name, unsigned n, unsigned cache, std::uint16_t data_room,
+                                        int socket) {
+  rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n, sizeof(rte_mbuf) + data_room, cache,
+                                             sizeof(rte_pktmbuf_pool_private), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (mp == nullptr) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = data_room;
+  int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr);
+  if (rc == 0) {
+    rte_pktmbuf_pool_init(mp, &priv);
+    rc = rte_mempool_populate_default(mp);
+  }
+  if (rc < 0 || mp->populated_size != n || mp->nb_mem_chunks != 1) {
+    rte_mempool_free(mp);
+    rte_errno = rc < 0 ? -rc : ENOMEM;  // several chunks: not one UMEM
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
 }
 
 void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
@@ -363,12 +400,25 @@ void Dataplane::create_pools() {
   std::vector<int> sockets = pool_sockets(all);
   if (sockets.empty()) sockets.push_back(main_socket);  // no RX queue: keep one pool, for pool()
 
+  // AF_XDP ports take their buffers from a packed pool (see
+  // create_packed_pktmbuf_pool), which a PCI device must not DMA into.
+  bool af_xdp = false;
+  for (std::size_t i = 0; i < profile_.ports.size(); ++i)
+    af_xdp = af_xdp || port_driver_name(port_ids_[i]) == "net_af_xdp";
+  for (const auto& port : profile_.ports)
+    if (af_xdp && !port.is_vdev())
+      throw std::runtime_error("port '" + port.name +
+                               "' is a PCI device beside an AF_XDP port: net_af_xdp needs its mbufs packed in a way "
+                               "no device may DMA into; run the two in separate processes");
   static std::atomic<unsigned> instance{0};
   const unsigned this_instance = instance.fetch_add(1);
   for (int socket : sockets) {
     const std::string name = "qs_mbufs_" + std::to_string(this_instance) + "_s" + std::to_string(socket);
-    rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
-                                                profile_.mempool.data_room, socket);
+    rte_mempool* pool =
+        af_xdp ? create_packed_pktmbuf_pool(name, profile_.mempool.mbufs, profile_.mempool.cache,
+                                            profile_.mempool.data_room, socket)
+               : rte_pktmbuf_pool_create(name.c_str(), profile_.mempool.mbufs, profile_.mempool.cache, 0,
+                                         profile_.mempool.data_room, socket);
     if (pool == nullptr)
       throw std::runtime_error("cannot create the mbuf pool on socket " + std::to_string(socket) + " (" +
                                std::to_string(profile_.mempool.mbufs) + " mbufs of " +

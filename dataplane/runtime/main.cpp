@@ -275,27 +275,79 @@ bool has_arg(const std::vector<std::string>& v, const char* a) {
   return false;
 }
 
-long free_hugepages() {
+// Free hugepages, in MB, of the default size (/proc/meminfo).
+long free_hugepage_mb() {
   std::ifstream in("/proc/meminfo");
   std::string key;
   long value = 0;
+  long free_pages = 0;
+  long page_kb = 0;
   while (in >> key >> value) {
-    if (key == "HugePages_Free:") return value;
+    if (key == "HugePages_Free:") free_pages = value;
+    if (key == "Hugepagesize:") page_kb = value;
     in.ignore(256, '\n');
+  }
+  return free_pages * page_kb / 1024;
+}
+
+// The memory the EAL arguments ask for up front, in MB: -m N, or the sum of
+// --socket-mem's list; 0 when neither is given (EAL then takes hugepages as
+// it needs them).
+long requested_mb(const std::vector<std::string>& eal) {
+  for (std::size_t i = 0; i < eal.size(); ++i) {
+    std::string list;
+    if ((eal[i] == "-m" || eal[i] == "--socket-mem") && i + 1 < eal.size())
+      list = eal[i + 1];
+    else if (eal[i].rfind("--socket-mem=", 0) == 0)
+      list = eal[i].substr(std::strlen("--socket-mem="));
+    else
+      continue;
+    long sum = 0;
+    for (const char* c = list.c_str(); *c != '\0';) {
+      char* end = nullptr;
+      sum += std::strtol(c, &end, 10);
+      if (end == c) break;
+      c = *end == ',' ? end + 1 : end;
+    }
+    return sum;
   }
   return 0;
 }
 
-// Virtual-device profiles also run where no hugepages are reserved.
-void fall_back_to_no_huge(const qs::Profile& p, std::vector<std::string>& eal) {
-  if (has_arg(eal, "--no-huge") || free_hugepages() > 0) return;
-  for (const auto& port : p.ports)
-    if (!port.is_vdev()) return;
-  std::printf("no free hugepages: running the virtual-device profile with --no-huge\n");
+// What a profile that asks for no amount gets on ordinary pages, and so what
+// must be free for it to run on hugepages, of which it then takes what it needs.
+constexpr long kDefaultMemoryMb = 1024;
+
+// EAL memory: hugepages when the profile leaves the choice open and enough
+// are free (what -m asks for, kDefaultMemoryMb when it asks for nothing);
+// ordinary memory (--no-huge) otherwise for a profile whose ports are all
+// virtual devices (a PCI port needs hugepages: EAL then says what is
+// missing). Says which it used. Without shared configuration (--no-shconf) no
+// other process can attach to the memory, so its hugepage files are unlinked
+// at once (--huge-unlink) and the pages go back when quicsteer ends; with it,
+// the files stay for dpdk-dumpcap and stay after exit (EAL removes them when
+// a process with the same --file-prefix starts).
+void choose_memory(const qs::Profile& p, std::vector<std::string>& eal) {
+  if (has_arg(eal, "--no-huge")) {
+    std::printf("memory: ordinary pages (--no-huge in the EAL arguments)\n");
+    return;
+  }
+  const long free_mb = free_hugepage_mb();
+  const long asked_mb = requested_mb(eal);
+  const long wanted_mb = asked_mb > 0 ? asked_mb : kDefaultMemoryMb;
+  const bool all_vdev = std::all_of(p.ports.begin(), p.ports.end(), [](const auto& port) { return port.is_vdev(); });
+  if (free_mb >= wanted_mb || !all_vdev) {
+    if (has_arg(eal, "--no-shconf") && !has_arg(eal, "--huge-unlink") && !has_arg(eal, "--in-memory"))
+      eal.push_back("--huge-unlink");
+    std::printf("memory: hugepages (%ld MB free; %s)\n", free_mb,
+                asked_mb > 0 ? "-m reserves its amount at start" : "taken as needed");
+    return;
+  }
+  std::printf("memory: ordinary pages (--no-huge): %ld MB of hugepages free, %ld MB wanted\n", free_mb, wanted_mb);
   eal.push_back("--no-huge");
-  if (!has_arg(eal, "-m") && !has_arg(eal, "--socket-mem")) {
+  if (asked_mb == 0) {
     eal.push_back("-m");
-    eal.push_back("1024");
+    eal.push_back(std::to_string(kDefaultMemoryMb));
   }
   if (!has_arg(eal, "--no-shconf")) eal.push_back("--no-shconf");
 }
@@ -324,7 +376,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
   std::string notify_problem;
   Manager manager(qs::ServiceNotifier::from_environment(&notify_problem));
   if (!notify_problem.empty()) std::fprintf(stderr, "quicsteer: %s\n", notify_problem.c_str());
-  fall_back_to_no_huge(profile, eal_args);
+  choose_memory(profile, eal_args);
   if (!qs::init_eal("quicsteer", eal_args)) return 1;
   // dpdk-dumpcap attaches as a secondary process, which needs shared
   // hugepage memory and the shared configuration: with both, quicsteer

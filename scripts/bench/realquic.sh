@@ -6,11 +6,15 @@
 # network namespaces (tests/realquic/topology.sh) and the same run:
 #   quicsteer  configs/realquic.yaml: net_af_packet in, each owner's net_pcap
 #              TX queue to its own server
+#   quicsteer_afxdp
+#              configs/realquic-afxdp.yaml: the same with net_af_xdp in (one
+#              receiver for both owners); left out where the machine cannot
+#              do AF_XDP
 #   bridge     a Linux bridge from the clients' veth to server 0's veth, in
 #              quicsteer's place (every connection to server 0)
-# Rounds alternate (quicsteer, bridge), N of each (default 3), each P
+# Rounds alternate (quicsteer, quicsteer_afxdp, bridge), N of each (default 3), each P
 # downloads at once (default 4). Every transfer's sha256 is checked. Prints
-# the median time per transfer and per round for both and their ratios, and
+# the median time per transfer and per round for each and their ratios, and
 # writes them to results/realquic.json (or --json FILE). As root. The
 # servers and clients run on the same 2 CPUs as quicsteer's 3 lcores, so this
 # measures the whole path on a shared machine, not quicsteer alone.
@@ -46,23 +50,35 @@ qsrq_up "$RQ_PREFIX" || exit 1
 rq_make_files 0
 rq_start_servers configs/realquic.yaml || exit 1
 check="python3 tests/realquic/realquic_check.py"
+kinds=(quicsteer)
+profiles=(configs/realquic.yaml)
+if qsrq_can_afxdp; then
+  kinds+=(quicsteer_afxdp)
+  profiles+=(configs/realquic-afxdp.yaml)
+else
+  echo "bench realquic: this machine cannot do AF_XDP: quicsteer_afxdp left out"
+fi
 failed=0
 for ((r = 1; r <= rounds; r++)); do
-  rq_start_quicsteer configs/realquic.yaml "quicsteer$r" || exit 1
-  rq_transfers "quicsteer$r" "$parallel" 0 none
-  rq_stop_quicsteer || failed=1
-  $check transfers "$RQ_WORK" "quicsteer$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 || failed=1
+  for k in "${!kinds[@]}"; do
+    rq_start_quicsteer "${profiles[$k]}" "${kinds[$k]}$r" || exit 1
+    rq_transfers "${kinds[$k]}$r" "$parallel" 0 none
+    rq_stop_quicsteer || failed=1
+    $check transfers "$RQ_WORK" "${kinds[$k]}$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 ||
+      failed=1
+  done
   qsrq_bridge on || exit 1
   rq_transfers "bridge$r" "$parallel" 0 none
   qsrq_bridge off
   $check transfers "$RQ_WORK" "bridge$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 || failed=1
 done
 mkdir -p "$(dirname "$json")"
-python3 - "$RQ_WORK" "$rounds" "$parallel" "$json" "$failed" <<'PY'
+python3 - "$RQ_WORK" "$rounds" "$parallel" "$json" "$failed" "${kinds[@]}" bridge <<'PY'
 import json, statistics, sys
 work, rounds, parallel, out, failed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+kinds = sys.argv[6:]
 res = {}
-for kind in ("quicsteer", "bridge"):
+for kind in kinds:
     per, walls = [], []
     for r in range(1, rounds + 1):
         rows = [l.split("\t") for l in open(f"{work}/{kind}{r}-clients.tsv").read().splitlines()]
@@ -71,18 +87,24 @@ for kind in ("quicsteer", "bridge"):
         walls.append((t1 - t0) / 1e9)
     res[kind] = {"transfer_s_median": statistics.median(per), "transfer_s_min": min(per), "transfer_s_max": max(per),
                  "round_s_median": statistics.median(walls), "transfers": len(per)}
-ratios = {"transfer_time_quicsteer_vs_bridge": res["quicsteer"]["transfer_s_median"] / res["bridge"]["transfer_s_median"],
-          "round_time_quicsteer_vs_bridge": res["quicsteer"]["round_s_median"] / res["bridge"]["round_s_median"]}
+ratios = {}
+for kind in kinds[:-1]:
+    ratios[f"transfer_time_{kind}_vs_bridge"] = res[kind]["transfer_s_median"] / res["bridge"]["transfer_s_median"]
+    ratios[f"round_time_{kind}_vs_bridge"] = res[kind]["round_s_median"] / res["bridge"]["round_s_median"]
+if "quicsteer_afxdp" in res:
+    ratios["transfer_time_afxdp_vs_af_packet"] = (res["quicsteer_afxdp"]["transfer_s_median"] /
+                                                  res["quicsteer"]["transfer_s_median"])
 doc = {"benchmark": "realquic", "size_bytes": 5242880, "parallel": parallel, "rounds": rounds,
        "all_sha256_ok": failed == 0, **res, "ratios": ratios}
 json.dump(doc, open(out, "w"), indent=2)
-print(f"{'path':10} {'s/transfer median (min..max)':>30} {'s/round median':>15}")
-for kind in ("quicsteer", "bridge"):
+print(f"{'path':16} {'s/transfer median (min..max)':>30} {'s/round median':>15}")
+for kind in kinds:
     x = res[kind]
-    print(f"{kind:10} {x['transfer_s_median']:12.3f} ({x['transfer_s_min']:.3f}..{x['transfer_s_max']:.3f}) "
+    print(f"{kind:16} {x['transfer_s_median']:12.3f} ({x['transfer_s_min']:.3f}..{x['transfer_s_max']:.3f}) "
           f"{x['round_s_median']:15.3f}")
-print(f"ratio quicsteer/bridge: {ratios['transfer_time_quicsteer_vs_bridge']:.2f} per transfer, "
-      f"{ratios['round_time_quicsteer_vs_bridge']:.2f} per round of {parallel}")
+for kind in kinds[:-1]:
+    print(f"ratio {kind}/bridge: {ratios[f'transfer_time_{kind}_vs_bridge']:.2f} per transfer, "
+          f"{ratios[f'round_time_{kind}_vs_bridge']:.2f} per round of {parallel}")
 print(f"written to {out}")
 PY
 exit $failed

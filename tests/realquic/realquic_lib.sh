@@ -12,19 +12,20 @@ RQ_PORT=443
 rq_log() { echo "realquic: $*"; }
 
 # rq_with_rx_port PROFILE FROM: PROFILE with the wire port (its lines from
-# "  - name: wire" to the next port) taken from FROM, to stdout: the other
+# "  - name: wire" to the next port) and the lcores section (which lcore
+# polls which of the port's queues) taken from FROM, to stdout: the other
 # realquic profiles over the RX port of configs/realquic-afxdp.yaml.
 rq_with_rx_port() {
   python3 - "$1" "$2" <<'PY'
 import re, sys
-def wire(text):
-    m = re.search(r"^  - name: wire\n(?:    .*\n)+", text, re.M)
-    if not m:
-        sys.exit(f"no wire port in {sys.argv[1]} or {sys.argv[2]}")
-    return m
+SECTIONS = [r"^  - name: wire\n(?:    .*\n)+", r"^lcores:\n(?:[ #].*\n)+"]
 into, source = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-m = wire(into)
-sys.stdout.write(into[:m.start()] + wire(source).group(0) + into[m.end():])
+for pattern in SECTIONS:
+    a, b = re.search(pattern, into, re.M), re.search(pattern, source, re.M)
+    if not a or not b:
+        sys.exit(f"no {pattern!r} in {sys.argv[1]} or {sys.argv[2]}")
+    into = into[:a.start()] + b.group(0) + into[a.end():]
+sys.stdout.write(into)
 PY
 }
 
