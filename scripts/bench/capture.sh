@@ -17,15 +17,12 @@
 #
 # Needs root for hugepages when fewer than 320 MB are free: it reserves the
 # difference and gives it back at the end.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build="${QS_BUILD_DIR:-$root/build}"
+source "$(dirname "$0")/lib/common.sh"
 json=$root/results/capture.json
 runs=3
 seconds=3
 source "$root/scripts/bench/lib/args.sh"
 bench_parse_args capture.sh "scripts/bench.sh capture [--json FILE] [--runs N] [--seconds S]" "$@"
-source "$root/scripts/bench/lib/build.sh"
 build_bench capture.sh quicsteer quicgen
 command -v dpdk-dumpcap >/dev/null || { echo "capture.sh: no dpdk-dumpcap (Debian package dpdk)" >&2; exit 1; }
 mkdir -p "$(dirname "$json")"
@@ -132,7 +129,7 @@ for r in $(seq 1 "$runs"); do
 done
 kill -INT "$qs_pid"; wait "$qs_pid" || true; qs_pid=
 
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu=$(cpu_model)
 python3 - "$work/samples" "$work/dumpcap" "$json" "$cpu" "$runs" "$seconds" <<'PY'
 import json, statistics, sys
 samples_path, dumpcap_path, out, cpu, runs, seconds = sys.argv[1:7]
