@@ -115,22 +115,25 @@ void count_tx_held(LcoreContext& c) {
   c.owner_stats.tx_held_now.set(held);
 }
 
-// Offers every stage that has packets waiting (partial bursts included).
-unsigned flush_tx(LcoreContext& c, std::uint64_t now) {
+// Offers the stages `which` picks to their queues, then records what the
+// stages hold. Two callers: flush_tx, every stage with packets waiting
+// (partial bursts included); retry_held_tx, while the owner is held, the
+// stages without room.
+template <class Which>
+unsigned offer_tx(LcoreContext& c, std::uint64_t now, Which which) {
   unsigned moved = 0;
   for (const auto& t : c.tx)
-    if (!t->stage.empty()) moved += send_tx(c, *t, now);
+    if (which(t->stage)) moved += send_tx(c, *t, now);
   count_tx_held(c);
   return moved;
 }
 
-// While the owner is held: offer the stages without room again.
+unsigned flush_tx(LcoreContext& c, std::uint64_t now) {
+  return offer_tx(c, now, [](const auto& stage) { return !stage.empty(); });
+}
+
 unsigned retry_held_tx(LcoreContext& c, std::uint64_t now) {
-  unsigned moved = 0;
-  for (const auto& t : c.tx)
-    if (!t->stage.has_room()) moved += send_tx(c, *t, now);
-  count_tx_held(c);
-  return moved;
+  return offer_tx(c, now, [](const auto& stage) { return !stage.has_room(); });
 }
 
 inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint64_t now) {
