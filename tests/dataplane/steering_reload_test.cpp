@@ -211,7 +211,7 @@ TEST_F(SteeringReload, AddThenRetireAQuicLbConfigUnderTrafficKeepsEveryOwner) {
 TEST_F(SteeringReload, ReloadsInALoopWhileFramesAreClassified) {
   RingPort port(kLcores, 1024, kLcores, 1 << 16);
   const Profile profiles[2] = {parse_test_profile(kOnly0, port.device()), parse_test_profile(kBoth, port.device())};
-  const PacketClassifier under[2] = {PacketClassifier(profiles[0].steering), PacketClassifier(profiles[1].steering)};
+  PacketClassifier under[2] = {PacketClassifier(profiles[0].steering), PacketClassifier(profiles[1].steering)};
   std::vector<const std::vector<std::uint8_t>*> frames;
   std::vector<unsigned> queue_of;
   for (std::size_t i = 0; i < t0_.packets.size() || i < t1_.packets.size(); ++i) {
