@@ -124,13 +124,15 @@ SlotMemory eal_slot_memory(int socket) {
 
 // A table built in EAL memory, or an error naming it, its size and what to
 // change when EAL has too little.
+// `where`: the socket, when it matters (" on socket 0").
 template <class Table, class... Args>
-std::unique_ptr<Table> make_in_eal(const std::string& what, std::size_t bytes, const char* remedy, Args&&... args) {
+std::unique_ptr<Table> make_in_eal(const std::string& what, std::size_t bytes, const std::string& where,
+                                   const char* remedy, Args&&... args) {
   try {
     return std::make_unique<Table>(std::forward<Args>(args)...);
   } catch (const std::bad_alloc&) {
-    throw std::runtime_error("cannot allocate " + what + " (" + std::to_string(megabytes(bytes)) +
-                             " MB): raise EAL -m / --socket-mem or lower " + remedy);
+    throw std::runtime_error("cannot allocate " + what + " (" + std::to_string(megabytes(bytes)) + " MB" + where +
+                             "): raise EAL -m / --socket-mem or lower " + remedy);
   }
 }
 
@@ -139,8 +141,8 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
   // An lcore whose CPUs span sockets has no socket of its own.
   const std::string where =
       int(socket) == SOCKET_ID_ANY ? std::string(" on any socket") : " on socket " + std::to_string(socket);
-  return make_in_eal<ConnectionTable>("the connection table of lcore " + std::to_string(lcore) + where,
-                                      ConnectionTable::memory_bytes(max_connections), "action.max_connections",
+  return make_in_eal<ConnectionTable>("the connection table of lcore " + std::to_string(lcore),
+                                      ConnectionTable::memory_bytes(max_connections), where, "action.max_connections",
                                       max_connections, eal_slot_memory(int(socket)));
 }
 
@@ -148,7 +150,7 @@ std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig&
                                                          const std::array<std::uint8_t, 16>& key) {
   // Every receiving lcore reads them, whatever its socket: the main lcore's.
   const std::size_t bytes = ForwardingTables::memory_bytes(config);
-  auto tables = make_in_eal<ForwardingTables>("the forwarding tables", bytes, "steering.forwarding.max_entries",
+  auto tables = make_in_eal<ForwardingTables>("the forwarding tables", bytes, "", "steering.forwarding.max_entries",
                                               config, key, eal_slot_memory(int(rte_socket_id())));
   std::printf("forwarding tables: %u entries + %u setup entries (%zu MB of EAL memory)\n", config.max_entries,
               config.max_setup_entries, megabytes(bytes));

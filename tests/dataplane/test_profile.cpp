@@ -1,6 +1,7 @@
 // Profile loader: every validation rule rejects a bad profile with
 // "FILE:LINE:COL: KEY: what", the shipped profiles load, and the resolved dump
 // reads back to itself.
+#include "tests/shipped_profile.h"
 #include "dataplane/config/profile.h"
 
 #include <gmock/gmock.h>
@@ -1213,14 +1214,7 @@ const std::string kBaremetal = std::string(QS_SOURCE_DIR) + "/configs/baremetal-
 
 // configs/baremetal-2port.yaml as an operator completes it: its commented
 // fallback key set.
-qs::Profile baremetal_with_key() {
-  std::string text = read_text(kBaremetal);
-  const std::string placeholder = "# key: \"<the 32 hex digits it printed>\"";
-  const auto at = text.find(placeholder);
-  EXPECT_NE(at, std::string::npos) << "baremetal-2port.yaml lost its key placeholder";
-  if (at != std::string::npos) text.replace(at, placeholder.size(), "key: \"5f0c9a7e21d34b8e96a1c07d3e45f218\"");
-  return qs::parse_profile(text, kBaremetal);
-}
+qs::Profile baremetal_with_key() { return qs::test::load_shipped_profile(kBaremetal); }
 
 // The template for real NICs ships no key that every copy would share: it is
 // refused until the operator sets one, and the refusal says how.
