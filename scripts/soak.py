@@ -675,6 +675,8 @@ class Soak:
                 except subprocess.TimeoutExpired:
                     self.qs.kill()
                     self.qs.wait()
+        # quicsteer's DPDK runtime directory (the pids make every run's prefix new).
+        shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
         result.update(self.after_exit(stats_json))
         return result
 
