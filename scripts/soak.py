@@ -4,8 +4,10 @@ can happen to a running quicsteer happens at once, then the books must close.
 
 quicsteer runs tests/soak/soak.yaml (a net_memif server, reflect, park with a
 park timeout longer than any pause of the run) against a traffic peer on the
-memif pair: pktgen-DPDK (the binary in $PKTGEN) replaying the capture with
-scripts/pktgen/replay.lua. Without $PKTGEN the soak is skipped (77). The capture is
+memif pair that replays the capture: pktgen-DPDK (the binary in $PKTGEN) with
+scripts/pktgen/replay.lua, or without $PKTGEN dpdk-testpmd (net_pcap reading
+the capture over and over, io forwarding onto the memif port; quicsteer's
+memif port then has 2 RX queues, TestpmdPeer says why). The capture is
 quicgen's (client to server) with a forwarding-table flood woven in: one
 client (one 4-tuple, one SCID) that sent one Initial and then sends Handshake
 and 1-RTT packets with a fresh DCID each, issue 29 item 1.
@@ -52,13 +54,15 @@ time); telemetry still answers at the end; the mbuf leak check at exit.
 Prints a summary and writes results/soak.json (or --json).
 
 usage: soak.py --build DIR [--minutes N] [--json FILE]
-Needs root (the memif pair, SCHED_FIFO) and $PKTGEN; without them it exits 77 saying so.
+Needs root (the memif pair, SCHED_FIFO); without root it exits 77 saying so.
+The peer is pktgen with $PKTGEN set, else dpdk-testpmd (Debian's dpdk package).
 """
 import argparse
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -83,6 +87,7 @@ INVALID_OWNER = 9          # no such lcore: the invalid reload variant
 ANSWER_PATIENCE_S = 10     # a hang detector for one reload's answer
 FLOOD_DCIDS = 20000        # fresh DCIDs the flooding client sends per pass of the capture
 CONNECTIONS = 300          # quicgen's regular connections in the capture
+TESTPMD_QUEUES = 2         # the testpmd peer's queues, RX and TX, on both its ports
 
 failures = []
 _lock = threading.Lock()
@@ -376,6 +381,86 @@ class PktgenPeer:
         return (sent, received)
 
 
+class TestpmdPeer:
+    """dpdk-testpmd (Debian's dpdk package) as the memif client: net_pcap
+    replays the capture on each of its 2 RX queues, over and over
+    (infinite_rx), and io forwarding moves it onto the memif port's 2 TX
+    queues; what quicsteer reflects comes back on the memif port's 2 RX queues
+    (one per owner lcore's TX queue) and goes to net_pcap's TX, which drops
+    it (no tx_pcap). testpmd's io forwarding pairs RX queue i with TX queue i
+    of the other port and uses min(rxq, txq) queues, so both counts are 2 on
+    both ports, and quicsteer's memif port has 2 RX queues in this path
+    (TESTPMD_QUEUES). No rate: testpmd sends as fast as the memif ring takes
+    it and drops what it does not take, in testpmd, where quicsteer's
+    counters do not see it. Interactive, so that at the end it can stop
+    sending and still read what quicsteer sends back."""
+    name = "testpmd"
+
+    def __init__(self, testpmd, work, capture, sock):
+        self.testpmd, self.work, self.capture, self.sock = testpmd, work, capture, sock
+        self.proc, self.log, self.prefix = None, None, None
+
+    def start(self, generation, duration_s):
+        self.log = os.path.join(self.work, f"peer{generation}.testpmd.log")
+        self.prefix = f"qs-soak-testpmd-{os.getpid()}-{generation}"
+        cap = self.capture
+        # Line-buffered (stdbuf): finish() reads the totals 'stop' prints.
+        cmd = ["stdbuf", "-oL", self.testpmd, "--lcores", "0@0,1@1", "--no-huge", "-m", "1536", "--no-pci",
+               "--file-prefix", self.prefix, "--log-level", "*:notice",
+               "--vdev", f"net_memif0,role=client,socket={self.sock},id=0",
+               "--vdev", f"net_pcap0,rx_pcap={cap},rx_pcap={cap},infinite_rx=1",
+               "--", "-i", f"--rxq={TESTPMD_QUEUES}", f"--txq={TESTPMD_QUEUES}", "--nb-cores=1",
+               "--forward-mode=io", "--total-num-mbufs=262144"]
+        self.out = open(self.log, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.command("start")
+
+    def command(self, line):
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, ValueError):
+            return False
+
+    def kill(self):
+        memif_pair._stop(self.proc, signal.SIGKILL, 5)
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+
+    def finish(self, timeout):
+        """Stops sending: io forwarding stops (printing its totals) and
+        rxonly starts, so what quicsteer still holds or reflects is read. The
+        memif port's totals of the io forwarding: (sent to quicsteer, dropped
+        by testpmd on a full memif ring, received back)."""
+        if self.proc.poll() is not None or not self.command("stop"):
+            return f"testpmd had exited (see {self.log})"
+        deadline = time.monotonic() + timeout
+        pattern = re.compile(r"Forward statistics for port 0 +-+\s+RX-packets: (\d+) +RX-dropped: \d+ +"
+                             r"RX-total: \d+\s+TX-packets: (\d+) +TX-dropped: (\d+)")
+        while True:
+            m = pattern.search(memif_pair.read(self.log))
+            if m or time.monotonic() > deadline or self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        if not m:
+            return f"testpmd did not stop its forwarding within {timeout:.0f} s (see {self.log})"
+        if not (self.command("set fwd rxonly") and self.command("start")):
+            return f"testpmd had exited (see {self.log})"
+        return (int(m.group(2)), int(m.group(3)), int(m.group(1)))
+
+    def quit(self):
+        """After quicsteer drained: stop and quit."""
+        if self.command("stop") and self.command("quit"):
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            self.kill()
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+
+
 # ---------------------------------------------------------------- the run
 
 class Soak:
@@ -395,6 +480,7 @@ class Soak:
         self.last_metrics = None
         self.prev = None         # (processed + drops) of the previous scrape
         self.warm_from = 0.0
+        self.drops_seen = False
 
     # -- threads
     def scraper(self):
@@ -420,6 +506,9 @@ class Soak:
         bound = (total(m, "quicsteer_ring_capacity") + K_MAX_BURST * len(m.get("quicsteer_rx_packets_total", []))
                  + 2 * K_MAX_BURST * len(m.get("quicsteer_lcore_busy_cycles_total", [])))
         in_flight = rx - processed - drops
+        if drops and not self.drops_seen:
+            self.drops_seen = True
+            print(f"drops first seen at {t - self.t0:.1f} s: {drops:.0f}", flush=True)
         entries = total(m, "quicsteer_forwarding_entries", table="established")
         self.max_entries = max(self.max_entries, entries)
         if in_flight > bound:
@@ -480,7 +569,14 @@ class Soak:
             base = f.read()
         base = base.replace("socket=quicsteer-soak.sock", f"socket={sock}")
         base = base.replace('"--file-prefix", "quicsteer-soak"', f'"--file-prefix", "{prefix}"')
-        if sock not in base or prefix not in base or steering_variant(base, "b") == base:
+        if not a.pktgen:
+            # testpmd's memif port has as many TX queues as RX queues
+            # (TestpmdPeer): quicsteer's port takes them all, on lcore 1.
+            base = base.replace("    rx_queues: 1 ", f"    rx_queues: {TESTPMD_QUEUES} ")
+            base = base.replace('{id: 1, rx: ["memif:0"], owner: true}', "{id: 1, rx: [%s], owner: true}"
+                                % ", ".join(f'"memif:{q}"' for q in range(TESTPMD_QUEUES)))
+        if (sock not in base or prefix not in base or steering_variant(base, "b") == base
+                or (not a.pktgen and f'"memif:{TESTPMD_QUEUES - 1}"' not in base)):
             check(False, "tests/soak/soak.yaml no longer has the lines the soak adapts")
             return
         self.base_profile = base
@@ -491,7 +587,10 @@ class Soak:
         print(f"capture: {n_regular} quicgen frames ({CONNECTIONS} connections, client to server) + "
               f"{n_flood} flood frames (one client, {FLOOD_DCIDS} fresh DCIDs in long and in short headers)")
 
-        peer = PktgenPeer(a.pktgen, self.work, capture, sock, a.rate)
+        if a.pktgen:
+            peer = PktgenPeer(a.pktgen, self.work, capture, sock, a.rate)
+        else:
+            peer = TestpmdPeer(a.testpmd, self.work, capture, sock)
         stats_json = os.path.join(self.work, "stats.json")
         self.qs = subprocess.Popen([os.path.join(a.build, "quicsteer"), "--", "--profile", self.profile,
                                     "--stats-json", stats_json],
@@ -556,13 +655,17 @@ class Soak:
             outcome = peer.finish(120)
             if isinstance(outcome, str):
                 check(False, outcome)
-            elif isinstance(outcome, tuple):
+            elif isinstance(peer, TestpmdPeer):
+                result["testpmd_sent"], result["testpmd_dropped"], result["testpmd_received"] = outcome
+            else:
                 result["pktgen_sent"], result["pktgen_received"] = outcome
             self.stop_events.set()
             for t in threads:
                 t.join(30)
             check(self.qs.poll() is None, "quicsteer ran throughout")
             drained = self.wait_drained()
+            if isinstance(peer, TestpmdPeer):
+                peer.quit()
             result.update(self.final_checks(drained, prefix, stats_json))
         finally:
             self.stop_events.set()
@@ -578,6 +681,8 @@ class Soak:
                 except subprocess.TimeoutExpired:
                     self.qs.kill()
                     self.qs.wait()
+        # quicsteer's DPDK runtime directory (the pids make every run's prefix new).
+        shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
         result.update(self.after_exit(stats_json))
         return result
 
@@ -736,7 +841,9 @@ def summary_lines(r, args, peer_name, elapsed):
         f"  VmRSS: {rss.get('first', ['-'])[0]} KiB at start, {rss.get('warm')} warm, {rss.get('last', ['-'])[0]} at "
         f"the end; slope after warm-up {r.get('rss_slope_kib_per_min', 0)} KiB/min (bound {args.rss_slope_kib})",
         f"  exit: {r.get('exit', {})}",
-    ]
+    ] + ([f"  peer after its restart: testpmd sent {r['testpmd_sent']} to quicsteer (dropped {r['testpmd_dropped']} "
+          f"more on a full memif ring), {r['testpmd_received']} came back while it forwarded"]
+         if "testpmd_sent" in r else [])
 
 
 def main():
@@ -754,16 +861,20 @@ def main():
         print("SKIP: the soak needs root (quicsteer and its peer on net_memif, the SCHED_FIFO owner stall)")
         return SKIP
     args.pktgen = os.environ.get("PKTGEN", "")
-    if not args.pktgen:
-        print("SKIP: set PKTGEN to a pktgen-DPDK 23.06 binary (../shared/tools/pktgen/build.sh builds one; "
-              "scripts/pktgen/README.md says how): it plays the soak's memif peer")
-        return SKIP
-    if not os.access(args.pktgen, os.X_OK):
-        print(f"FAIL: PKTGEN={args.pktgen} is not an executable file")
-        return 1
-    if subprocess.call(["sh", "-c", "command -v script >/dev/null"]) != 0:
-        print("FAIL: script(1) is needed to run pktgen (bsdutils)")
-        return 1
+    args.testpmd = None
+    if args.pktgen:
+        if not os.access(args.pktgen, os.X_OK):
+            print(f"FAIL: PKTGEN={args.pktgen} is not an executable file")
+            return 1
+        if subprocess.call(["sh", "-c", "command -v script >/dev/null"]) != 0:
+            print("FAIL: script(1) is needed to run pktgen (bsdutils)")
+            return 1
+    else:
+        args.testpmd = shutil.which("dpdk-testpmd")
+        if not args.testpmd:
+            print("FAIL: neither $PKTGEN nor dpdk-testpmd (Debian's dpdk package, scripts/setup.sh) "
+                  "to play the soak's memif peer")
+            return 1
     for exe in ("quicsteer", "quicgen"):
         if not os.access(os.path.join(args.build, exe), os.X_OK):
             print(f"FAIL: {os.path.join(args.build, exe)} is not built")
@@ -777,11 +888,11 @@ def main():
             check(False, f"the soak stopped: {type(e).__name__}: {e}")
             result = {}
         if failures:
-            for name in ("quicsteer.log",):
+            for name in ["quicsteer.log"] + sorted(f for f in os.listdir(work) if f.startswith("peer")):
                 path = os.path.join(work, name)
                 if os.path.exists(path):
                     print(f"--- the last of {name}:\n" + memif_pair.read(path)[-3000:])
-    peer_name = "pktgen"
+    peer_name = "pktgen" if args.pktgen else "testpmd"
     lines = summary_lines(result, args, peer_name, time.monotonic() - start)
     lines.append(f"  result: {'PASS' if not failures else 'FAIL (' + str(len(failures)) + ' checks)'}")
     print("\n".join(lines))

@@ -7,8 +7,8 @@
 #
 #   sudo scripts/soak.sh [--minutes N] [--build DIR] [--json FILE]
 #
-# The peer is pktgen-DPDK: $PKTGEN names its binary (scripts/pktgen/README.md);
-# without it the soak is skipped. Needs root; builds quicsteer and quicgen in DIR (default
+# The peer is pktgen-DPDK when $PKTGEN names its binary (scripts/pktgen/README.md),
+# else dpdk-testpmd replaying the capture from net_pcap. Needs root; builds quicsteer and quicgen in DIR (default
 # build) first. Prints a summary and writes results/soak.json. A short run is
 # the meson test 'soak' (suite 'soak'); CI runs it.
 set -euo pipefail
