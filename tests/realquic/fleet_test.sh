@@ -150,9 +150,10 @@ fl_drain_and_finish() {
   sed -i "/name: srv$drained,/{n;s/state: active/state: draining/}" "$RQ_WORK/fleet.yaml"
   grep -A1 "name: srv$drained," "$RQ_WORK/fleet.yaml" | grep -q 'state: draining' ||
     { echo "fleet: could not rewrite the profile"; failed=1; }
-  # quicsteer prints "quicsteer: reload (SIGHUP) applied: ..." or "... refused: ..."
+  # quicsteer prints "quicsteer: reload (SIGHUP) reading PATH" as it starts,
+  # then "quicsteer: reload (SIGHUP) applied: ..." or "... refused: ...".
   kill -HUP "$RQ_QUICSTEER"
-  rq_wait_for "$out" "quicsteer: reload (SIGHUP)" 10 ||
+  rq_wait_for "$out" "quicsteer: reload (SIGHUP) \(applied\|refused\)" 10 ||
     { echo "fleet: quicsteer did not report a reload after SIGHUP"; failed=1; }
   grep "quicsteer: reload (SIGHUP)" "$out" | sed 's/^/  /'
   grep -q "quicsteer: reload (SIGHUP) applied" "$out" ||
