@@ -23,7 +23,10 @@
 # then tests/bench/bench_backpressure (park vs drop under an offered load one
 # owner cannot carry). Runs are interleaved, N of each (default 5, each S
 # seconds, default 3); the table shows medians and min..max. Writes
-# results/e2e.json (or --json FILE) and results/e2e.png.
+# results/e2e.json (or --json FILE) and results/e2e.png. EAL memory:
+# hugepages when enough are free, --no-huge otherwise (lib/memory.sh; the
+# output and the JSON's hardware.memory say which). bench_backpressure
+# chooses its own (--no-huge).
 #
 # Lcores: main 0 on CPU 0, forwarding lcores 1 on CPU 0 and 2 on CPU 1, for
 # testpmd, quicsteer and the two DPDK-native pipelines alike. The main lcores are idle
@@ -42,6 +45,7 @@ for tool in dpdk-testpmd gnuplot python3; do
   command -v $tool >/dev/null || { echo "e2e.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 source "$root/scripts/bench/lib/testpmd.sh"
+source "$root/scripts/bench/lib/memory.sh"
 build_bench e2e.sh quicsteer quicgen tests/bench/distributor_pipeline tests/bench/eventdev_pipeline \
   tests/bench/bench_backpressure
 
@@ -75,7 +79,9 @@ for p in demo lossless drop split; do
   "$build/quicsteer" --check "$work/$p.yaml" >/dev/null || { echo "e2e.sh: profile $p does not validate" >&2; exit 1; }
 done
 
-eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
+# Hugepages when 1024 MB are free (lib/memory.sh), for every run alike.
+bench_memory e2e.sh 1024 auto
+eal=(--lcores "0@0,1@0,2@1" "${eal_memory[@]}" -m 1024 --no-shconf --no-pci --log-level "*:notice")
 vdevs=(--vdev "net_pcap0,rx_pcap=$pcap_abs,rx_pcap=$pcap_abs,infinite_rx=1" --vdev "net_null0,no-rx=1")
 cpu=$(cpu_model)
 # What else keeps the CPUs busy (nothing of ours runs yet): 1 s of /proc/stat.
@@ -84,6 +90,7 @@ read -r b0 t0 < <(cpu_busy); sleep 1; read -r b1 t1 < <(cpu_busy)
 background=$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v n="$(nproc)" 'BEGIN{printf "%.2f", t ? n * b / t : 0}')
 echo "e2e: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1 (3 lcores on 2 CPUs: the"
 echo "     main lcore is oversubscribed with lcore 1 but idle); $runs run(s) of ${seconds} s per configuration"
+echo "e2e: EAL memory: $memory_text"
 echo "e2e: background load before the runs: $background of $(nproc) CPUs busy"
 echo "e2e: ${capture_info#quicgen: }"
 
@@ -129,4 +136,4 @@ grep -v '^port ' "$work/backpressure-3000-50.txt"
 
 echo "e2e: measuring took ${SECONDS} s"
 python3 "$root/scripts/bench/e2e_report.py" --work "$work" --runs "$runs" --seconds "$seconds" \
-  --cpu "$cpu" --cpus "$(nproc)" --background "$background" --capture "$capture" --json "$json" --plot results/e2e.png
+  --cpu "$cpu" --cpus "$(nproc)" --memory "$memory" --background "$background" --capture "$capture" --json "$json" --plot results/e2e.png

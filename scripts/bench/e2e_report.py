@@ -159,6 +159,7 @@ def main():
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--cpu", required=True)
     ap.add_argument("--cpus", type=int, required=True)
+    ap.add_argument("--memory", required=True)
     ap.add_argument("--background", type=float, required=True)
     ap.add_argument("--capture", required=True)
     ap.add_argument("--json", required=True)
@@ -257,6 +258,7 @@ def main():
 
     result = {
         "hardware": {"cpu": a.cpu, "cpus": a.cpus, "tsc_hz": tsc_hz, "pinning": PINNING,
+                     "memory": a.memory,
                      "background_cpus_busy_before_runs": a.background,
                      "oversubscribed": "3 EAL lcores on 2 CPUs: the idle main lcore shares CPU 0 with forwarding lcore 1"},
         "capture": {"path": a.capture, "frames": frames, "mean_frame_bytes": mean_bytes},

@@ -15,7 +15,9 @@
 # accounting: TSC time of iterations that moved packets) with min..max, and
 # the ratios tables on / off, target <= 1.10 (JSON ratios.forwarding_on_vs_off_*).
 # Writes results/forwarding.json (or --json FILE). Run it on an otherwise
-# idle machine. QS_BUILD_DIR picks the build directory (./build).
+# idle machine. EAL memory: hugepages when enough are free, --no-huge
+# otherwise (lib/memory.sh; the output and the JSON say which).
+# QS_BUILD_DIR picks the build directory (./build).
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
@@ -25,6 +27,7 @@ seconds=3
 source "$root/scripts/bench/lib/args.sh"
 bench_parse_args forwarding.sh "scripts/bench.sh forwarding [--json FILE] [--runs N] [--seconds S]" "$@"
 
+source "$root/scripts/bench/lib/memory.sh"
 build_bench forwarding.sh quicsteer quicgen
 
 work=$(mktemp -d -t qs-forwarding.XXXXXX)
@@ -45,9 +48,12 @@ for capture in quic_lb random_cids; do
   done
 done
 
-eal=(--lcores "0@0,1@0,2@1" --no-huge -m 1024 --no-shconf --no-pci --log-level "*:notice")
+# Hugepages when 1024 MB are free (lib/memory.sh), for every run alike.
+bench_memory forwarding.sh 1024 auto
+eal=(--lcores "0@0,1@0,2@1" "${eal_memory[@]}" -m 1024 --no-shconf --no-pci --log-level "*:notice")
 cpu=$(cpu_model)
 echo "forwarding: CPU $cpu, $(nproc) CPUs; demo layout, lcores 1@CPU0 and 2@CPU1; $runs run(s) of ${seconds} s each"
+echo "forwarding: EAL memory: $memory_text"
 for r in $(seq 1 "$runs"); do
   for capture in quic_lb random_cids; do
     for tables in on off; do
@@ -58,9 +64,9 @@ for r in $(seq 1 "$runs"); do
   done
 done
 
-python3 - "$work" "$runs" "$cpu" "$json" <<'PY'
+python3 - "$work" "$runs" "$cpu" "$json" "$memory" <<'PY'
 import json, statistics, sys
-work, runs, cpu, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+work, runs, cpu, out, memory = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 cases = {}
 for capture in ("quic_lb", "random_cids"):
     for tables in ("on", "off"):
@@ -87,7 +93,7 @@ for name, c in cases.items():
 print("ratios (target <= 1.10):")
 for k, v in ratios.items():
     print(f"  {k}: {v:.3f} {'met' if v <= 1.10 else 'NOT MET'}")
-json.dump({"cpu": cpu, "unit": "busy TSC cycles per received packet", "cases": cases, "ratios": ratios,
+json.dump({"cpu": cpu, "memory": memory, "unit": "busy TSC cycles per received packet", "cases": cases, "ratios": ratios,
            "targets": {k: "<= 1.10" for k in ratios}}, open(out, "w"), indent=2)
 print(f"wrote {out}")
 PY

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench/ringloop.sh [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]
-#                           [--memory no-huge|hugepages] [--instructions on|off] [--delivery on|off]
+#                           [--memory auto|no-huge|hugepages] [--instructions on|off] [--delivery on|off]
 #
 # Cycles per packet on a copy-free closed loop: a ring port whose RX queue q
 # receives what was sent on its TX queue q (a net_ring vdev's rings), so no
@@ -29,9 +29,11 @@
 # cycles / packets received; quicsteer's own work = demo's minus testpmd io's.
 # Target (ratios.own_cycles_per_packet_demo): <= 120. Writes results/ringloop.json.
 #
-# --memory hugepages runs every configuration on EAL hugepage memory instead
-# of --no-huge (reserve it first: 600 2 MB pages and hugetlbfs mounted, e.g.
-# `echo 600 > /proc/sys/vm/nr_hugepages; mount -t hugetlbfs nodev /dev/hugepages`).
+# --memory: EAL memory for every configuration alike (lib/memory.sh): auto (the
+# default) takes hugepages when 1024 MB of them are free (what -m asks for;
+# scripts/setup.sh reserves that much as root) and --no-huge otherwise;
+# hugepages insists on them, no-huge on ordinary pages. The output and the
+# JSON's memory say which.
 #
 # --instructions on adds what cycles on a shared VM cannot settle: the demo
 # layout's ring_loop (and with --before, the other build's) once under
@@ -51,7 +53,7 @@ runs=5
 seconds=3
 packets=1024
 before=
-memory=no-huge
+memory=auto
 instructions=off
 delivery=on
 source "$root/scripts/bench/lib/args.sh"
@@ -65,16 +67,11 @@ bench_extra_arg() {
     *) return 1 ;;
   esac
 }
-bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR] [--memory no-huge|hugepages] [--instructions on|off] [--delivery on|off]" "$@"
-case $memory in
-  no-huge) eal_memory=(--no-huge) loop_memory=() ;;
-  hugepages)
-    free_pages=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-    grep -q hugetlbfs /proc/mounts && [ "${free_pages:-0}" -ge 600 ] ||
-      { echo "ringloop.sh: --memory hugepages wants 600 free 2 MB pages on a mounted hugetlbfs (see the header)" >&2; exit 1; }
-    eal_memory=(--huge-unlink) loop_memory=(--hugepages) ;;
-  *) echo "ringloop.sh: --memory wants no-huge or hugepages" >&2; exit 2 ;;
-esac
+bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR] [--memory auto|no-huge|hugepages] [--instructions on|off] [--delivery on|off]" "$@"
+source "$root/scripts/bench/lib/memory.sh"
+bench_memory ringloop.sh 1024 "$memory"
+loop_memory=()
+if [ "$memory" = hugepages ]; then loop_memory=(--hugepages); fi  # ring_loop: --huge-unlink, -m 1024
 case $delivery in on | off) ;; *) echo "ringloop.sh: --delivery wants on or off" >&2; exit 2 ;; esac
 case $instructions in
   on) command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
@@ -104,7 +101,8 @@ trap cleanup EXIT
 eal=(--lcores "0@0,1@0,2@1" "${eal_memory[@]}" -m 1024 --no-shconf --no-pci --log-level "*:notice")
 cpu=$(cpu_model)
 echo "ringloop: CPU $cpu, $(nproc) CPUs; lcores main 0@CPU0, forwarding 1@CPU0 and 2@CPU1;"
-echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating, EAL memory $memory"
+echo "          $runs run(s) of ${seconds} s per configuration, $packets packets circulating"
+echo "ringloop: EAL memory: $memory_text"
 
 
 run_loop() {
