@@ -18,6 +18,7 @@
 # Needs root for hugepages when fewer than 320 MB are free: it reserves the
 # difference and gives it back at the end.
 source "$(dirname "$0")/lib/common.sh"
+source "$root/tests/realquic/realquic_lib.sh"
 json=$root/results/capture.json
 runs=3
 seconds=3
@@ -32,29 +33,15 @@ prefix=qsbcap$$
 work=$(mktemp -d /tmp/qs-bench-capture.XXXXXX)
 qs_pid=
 dc_pid=
-huge_before=
-huge_dir=$(awk '$3 == "hugetlbfs" && $4 !~ /pagesize=1G/ {print $2; exit}' /proc/mounts)
 cleanup() {
   [ -n "$dc_pid" ] && kill -INT "$dc_pid" 2>/dev/null && wait "$dc_pid" 2>/dev/null
   [ -n "$qs_pid" ] && kill -INT "$qs_pid" 2>/dev/null && wait "$qs_pid" 2>/dev/null
-  # A shared-configuration run leaves its hugepage files (and pages) behind.
-  [ -n "$huge_dir" ] && rm -f "$huge_dir/${prefix}map_"*
-  rm -rf "/var/run/dpdk/$prefix" "$work"
-  [ -n "$huge_before" ] && echo "$huge_before" >/proc/sys/vm/nr_hugepages
-  return 0
+  rq_huge_release "$prefix"
+  rm -rf "$work"
 }
 trap cleanup EXIT
 
-[ -n "$huge_dir" ] || { echo "capture.sh: no hugetlbfs mounted (scripts/setup.sh mounts one as root)" >&2; exit 1; }
-page_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)
-free_pages() { awk '/^HugePages_Free:/ {print $2}' /proc/meminfo; }
-need_pages=$((NEED_MB * 1024 / page_kb))
-if [ "$(free_pages)" -lt "$need_pages" ] && [ "$(id -u)" -eq 0 ]; then
-  huge_before=$(cat /proc/sys/vm/nr_hugepages)
-  echo $((huge_before + need_pages - $(free_pages))) >/proc/sys/vm/nr_hugepages 2>/dev/null || true
-fi
-[ "$(free_pages)" -ge "$need_pages" ] ||
-  { echo "capture.sh: $NEED_MB MB of hugepages needed, $(free_pages) pages of $page_kb kB free" >&2; exit 1; }
+rq_huge_reserve "$NEED_MB" || { echo "capture.sh: $RQ_HUGE_WHY" >&2; exit 1; }
 
 # The demo profile with: this run's capture (100 connections, so that a
 # 32767-mbuf pool holds both queues' copies), EAL on hugepages with shared
@@ -87,26 +74,16 @@ PY
 
 (cd "$work" && exec "$build/quicsteer" -- --profile "$work/profile.yaml" >"$work/quicsteer.out" 2>&1) &
 qs_pid=$!
-for _ in $(seq 1 600); do grep -q "running until" "$work/quicsteer.out" && break; sleep 0.05; done
-grep -q "running until" "$work/quicsteer.out" || { cat "$work/quicsteer.out" >&2; echo "capture.sh: quicsteer did not start" >&2; exit 1; }
+rq_wait_for "$work/quicsteer.out" "running until" 30 "$qs_pid" || { cat "$work/quicsteer.out" >&2; echo "capture.sh: quicsteer did not start" >&2; exit 1; }
 grep -q "^capture: dpdk-dumpcap can attach" "$work/quicsteer.out" ||
   { cat "$work/quicsteer.out" >&2; echo "capture.sh: quicsteer did not call rte_pdump_init" >&2; exit 1; }
-port=$(sed -n 's/^prometheus: .* (port \([0-9]*\)).*/\1/p' "$work/quicsteer.out" | head -n 1)
+port=$(rq_metrics_port "$work/quicsteer.out")
 
 # sample LABEL: one line "LABEL monotonic_s rx busy_cycles" into $work/samples.
 sample() {
-  python3 - "$port" "$1" >>"$work/samples" <<'PY'
-import sys, time, urllib.request
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
-t = time.monotonic()
-rx = busy = 0
-for line in text.splitlines():
-    if line.startswith('quicsteer_port_rx_packets_total{port="wire"'):
-        rx += int(float(line.rsplit(" ", 1)[1]))
-    elif line.startswith("quicsteer_lcore_busy_cycles_total{"):
-        busy += int(float(line.rsplit(" ", 1)[1]))
-print(sys.argv[2], t, rx, busy)
-PY
+  local sums
+  sums=$(rq_metric_sums "" "$port" 'quicsteer_port_rx_packets_total{port="wire"' "quicsteer_lcore_busy_cycles_total{")
+  echo "$1 $sums" >>"$work/samples"
 }
 
 sleep 1  # warm-up
@@ -116,12 +93,7 @@ for r in $(seq 1 "$runs"); do
   sample "off$r:start"; sleep "$seconds"; sample "off$r:end"
   (cd "$work" && exec dpdk-dumpcap --file-prefix="$prefix" -i net_pcap0 -w /dev/null >"$work/dumpcap.out" 2>&1) &
   dc_pid=$!
-  for _ in $(seq 1 400); do
-    grep -q "Packets captured:" "$work/dumpcap.out" && break
-    kill -0 "$dc_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "Packets captured:" "$work/dumpcap.out" ||
+  rq_wait_for "$work/dumpcap.out" "Packets captured:" 20 "$dc_pid" ||
     { cat "$work/dumpcap.out" >&2; echo "capture.sh: dpdk-dumpcap did not attach" >&2; exit 1; }
   sample "on$r:start"; sleep "$seconds"; sample "on$r:end"
   kill -INT "$dc_pid"; wait "$dc_pid" || true; dc_pid=

@@ -13,23 +13,10 @@
 #include "dataplane/control/counter_fields.h"
 #include "dataplane/control/live_view.h"
 #include "dataplane/control/prometheus.h"
+#include "tests/dataplane/print_capture.h"
 
 namespace qs {
 namespace {
-
-template <typename F>
-std::string capture(F print) {
-  std::FILE* f = std::tmpfile();
-  print(f);
-  std::fflush(f);
-  std::rewind(f);
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
 
 // Each field of `fields` in `item` gets the next value of `next`.
 template <typename Snapshot, typename Field, std::size_t N>
@@ -90,6 +77,19 @@ void expect_each(const Field (&fields)[N], const Snapshot& item, const std::stri
   }
 }
 
+// Every field of every table of one_of_each(), each shown in `text` with its
+// value by `pattern` (name, value).
+void expect_every_table(const Filled& f, const std::string& text, const char* pattern) {
+  expect_each(kReceiveFields, f.s.rx_total, text, pattern);
+  expect_each(kQueueFields, f.s.queues[0], text, pattern);
+  expect_each(kOwnerFields, f.s.owner_total, text, pattern);
+  expect_each(kLcoreFields, f.s.lcores[0], text, pattern);
+  expect_each(kRingFields, f.s.rings[0], text, pattern);
+  expect_each(kPortFields, f.s.ports[0], text, pattern);
+  expect_each(kForwardingFields, f.s.forwarding, text, pattern);
+  expect_each(kBackendCounterFields, f.s.backends[0], text, pattern);
+}
+
 TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
   std::set<std::string> metrics;
   std::size_t n = 0;
@@ -117,27 +117,13 @@ TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
 TEST(CounterFields, EveryCounterIsInTheSummary) {
   const Filled f = one_of_each();
   const std::string out = capture([&](std::FILE* file) { print_summary(file, f.s, 0); });
-  expect_each(kReceiveFields, f.s.rx_total, out, "%s %llu");
-  expect_each(kQueueFields, f.s.queues[0], out, "%s %llu");
-  expect_each(kOwnerFields, f.s.owner_total, out, "%s %llu");
-  expect_each(kLcoreFields, f.s.lcores[0], out, "%s %llu");
-  expect_each(kRingFields, f.s.rings[0], out, "%s %llu");
-  expect_each(kPortFields, f.s.ports[0], out, "%s %llu");
-  expect_each(kForwardingFields, f.s.forwarding, out, "%s %llu");
-  expect_each(kBackendCounterFields, f.s.backends[0], out, "%s %llu");
+  expect_every_table(f, out, "%s %llu");
 }
 
 TEST(CounterFields, EveryCounterIsInTheJson) {
   const Filled f = one_of_each();
   const std::string out = stats_json(f.s, "p.yaml", 0, 1);
-  expect_each(kReceiveFields, f.s.rx_total, out, "\"%s\": %llu");
-  expect_each(kQueueFields, f.s.queues[0], out, "\"%s\": %llu");
-  expect_each(kOwnerFields, f.s.owner_total, out, "\"%s\": %llu");
-  expect_each(kLcoreFields, f.s.lcores[0], out, "\"%s\": %llu");
-  expect_each(kRingFields, f.s.rings[0], out, "\"%s\": %llu");
-  expect_each(kPortFields, f.s.ports[0], out, "\"%s\": %llu");
-  expect_each(kForwardingFields, f.s.forwarding, out, "\"%s\": %llu");
-  expect_each(kBackendCounterFields, f.s.backends[0], out, "\"%s\": %llu");
+  expect_every_table(f, out, "\"%s\": %llu");
 }
 
 // The Prometheus sample of a field: its family and label after the item's

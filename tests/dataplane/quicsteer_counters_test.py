@@ -13,21 +13,16 @@ Prometheus scrape (its sample name and label).
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from qs_harness import Output, check, failures, wait_for, watch
+from qs_harness import (QUIC_LB_0, TWO_SERVERS, check, eal, failures, pcap_profile, prometheus_port, require_telemetry,
+                        scrape, start, stop, telemetry, wait_for, write)
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
-TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-counters-{os.getpid()}"
 SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend")
 
@@ -36,40 +31,15 @@ def profile_text(pcap, json_path, fleet):
     """Two lcores that receive and own, the capture replayed once on two RX
     queues; QUIC-LB server IDs 0001 and 0002 belong to two servers, or
     (`fleet`) to two backends delivered to over l2."""
-    eal = ('["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", '
-           f'"--file-prefix", "{PREFIX}", "--log-level", "*:warning"]')
     if fleet:
         owners = """backends:
   - {name: b0, server_ids: ["0001"], ipv4: 10.9.0.10, mac: "02:00:00:09:00:10", weight: 1, state: active}
   - {name: b1, server_ids: ["0002"], ipv4: 10.9.0.11, mac: "02:00:00:09:00:11", weight: 1, state: active}
 action: {type: forward, tx_port: sink, delivery: {mode: l2}}"""
     else:
-        owners = """  servers: [{server_id: "0001", owner: 1}, {server_id: "0002", owner: 2}]
-action: {type: forward, tx_port: sink}"""
-    return f"""eal: {eal}
-ports:
-  - {{name: wire, device: "net_pcap0,rx_pcap={pcap},rx_pcap={pcap}", rx_queues: 2, tx_queues: 0}}
-  - {{name: sink, device: "net_null0,no-rx=1", rx_queues: 0, tx_queues: 2}}
-mempool: {{mbufs: 16383, cache: 64}}
-lcores:
-  - {{id: 1, rx: ["wire:0"], owner: true}}
-  - {{id: 2, rx: ["wire:1"], owner: true}}
-steering:
-  quic_lb: [{{config_id: 0, server_id_len: 2, nonce_len: 6, key: "3c72551026fbace916b856e563795118"}}]
-{owners}
-polling: {{idle_sleep_us: 50}}
-stats: {{period_ms: 100, json: "{json_path}"}}
-telemetry: {{prometheus_listen: "127.0.0.1:0"}}
-"""
-
-
-def telemetry(*commands):
-    r = subprocess.run([sys.executable, TELEMETRY, "-f", PREFIX], input="\n".join(commands) + "\n",
-                       capture_output=True, text=True, timeout=60)
-    answers = [json.loads(line) for line in r.stdout.splitlines() if line.strip().startswith("{")]
-    if len(answers) != len(commands):
-        return None
-    return [a[c] for a, c in zip(answers, commands)]
+        owners = TWO_SERVERS
+    return pcap_profile(eal(PREFIX), pcap, json_path, 100, 'telemetry: {prometheus_listen: "127.0.0.1:0"}\n',
+                        forever=False, steering=f"steering:\n  quic_lb: [{QUIC_LB_0}]\n{owners}")
 
 
 def summary_blocks(text):
@@ -103,9 +73,7 @@ def in_summary(block, name):
     return re.search(rf"(^|\s){re.escape(name)} \d+(\s|$)", block) is not None
 
 
-if TELEMETRY is None:
-    check(False, "dpdk-telemetry.py is installed (Debian's dpdk-dev)")
-    sys.exit(1)
+require_telemetry()
 
 # The one list.
 r = subprocess.run([QUICSTEER, "--list-counters"], capture_output=True, text=True, timeout=60)
@@ -127,46 +95,33 @@ with tempfile.TemporaryDirectory() as tmp:
     pcap = os.path.join(tmp, "t.pcap")
     json_path = os.path.join(tmp, "stats.json")
     gen = os.path.join(tmp, "gen.yaml")
-    with open(gen, "w") as f:
-        f.write(profile_text(pcap, json_path, fleet=False))
+    write(gen, profile_text(pcap, json_path, fleet=False))
     r = subprocess.run([QUICGEN, "--profile", gen, "--out", pcap, "--connections", "100", "--seed", "3"],
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and os.path.getsize(pcap) > 0, f"quicgen wrote the capture: {r.stderr.strip()[-200:]}")
-    run = os.path.join(tmp, "run.yaml")
-    with open(run, "w") as f:
-        f.write(profile_text(pcap, json_path, fleet=True))
+    run = write(os.path.join(tmp, "run.yaml"), profile_text(pcap, json_path, fleet=True))
 
-    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", run], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True))
-    out = Output(proc.stdout)
-    wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
-    m = re.search(r"prometheus: http://127\.0\.0\.1:0/metrics \(port (\d+)\)", out.text())
-    check(m is not None, "the start-up output gives the Prometheus port")
+    proc, out = start([QUICSTEER, "--", "--profile", run])
+    port = prometheus_port(out)
 
     def replayed():
-        answer = telemetry("/quicsteer/totals")
+        answer = telemetry(PREFIX, "/quicsteer/totals")
         if not answer or answer[0].get("rx", 0) == 0:
             return None
         # Both queues are through the capture once the count stops moving.
-        again = telemetry("/quicsteer/totals")
+        again = telemetry(PREFIX, "/quicsteer/totals")
         return again if again and again[0].get("rx") == answer[0]["rx"] else None
 
     wait_for("the capture to be replayed", replayed)
     commands = ["/quicsteer/totals", "/quicsteer/lcores", "/quicsteer/queues", "/quicsteer/rings", "/quicsteer/ports",
                 "/quicsteer/forwarding", "/quicsteer/backends"]
-    answers = telemetry(*commands)
+    answers = telemetry(PREFIX, *commands)
     check(answers is not None, "every telemetry command answers")
     tel = dict(zip(commands, answers or [{}] * len(commands)))
-    with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1) if m else 0}/metrics", timeout=30) as response:
-        body = response.read().decode()
-    scraped = {}
-    for family in text_string_to_metric_families(body):
-        for s in family.samples:
-            scraped[(s.name, frozenset(s.labels.items()))] = s.value
+    families, _, _ = scrape(port)
+    scraped = {(s.name, frozenset(s.labels.items())): s.value for family in families.values() for s in family.samples}
 
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
-    out.thread.join(timeout=10)
+    stop(proc, out)
     check(proc.returncode == 0, f"quicsteer stops cleanly ({proc.returncode})")
     with open(json_path) as f:
         stats = json.load(f)

@@ -19,12 +19,9 @@ QUICSTEER (default BUILD_DIR/quicsteer) runs another binary, such as an older
 build, under the same checks.
 """
 import http.client
-import json
 import os
 import re
 import resource
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -32,12 +29,12 @@ import tempfile
 import threading
 import time
 
-from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
+from qs_harness import (PATIENCE_S, check, failures, prometheus_port, require_telemetry, start, stop, telemetry,
+                        wait_for, write)
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = sys.argv[3] if len(sys.argv) > 3 else os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
-TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-http-{os.getpid()}"
 # The endpoint's answer deadline under attack (see the docstring).
 DEADLINE_S = 1.0
@@ -63,15 +60,6 @@ def timed_scrape(port):
     status, _, body = request(port, "GET", "/metrics", timeout=DEADLINE_S)
     took = time.monotonic() - start
     return status == 200 and b"quicsteer_rx_packets_total" in body and took <= DEADLINE_S, took
-
-
-def telemetry(command):
-    r = subprocess.run([sys.executable, TELEMETRY, "-f", PREFIX], input=command + "\n",
-                       capture_output=True, text=True, timeout=60)
-    for line in r.stdout.splitlines():
-        if line.strip().startswith("{"):
-            return json.loads(line).get(command)
-    return None
 
 
 class SlowClient:
@@ -127,15 +115,10 @@ def demo_profile(tmp, pcap):
     text = text.replace('"--log-level"', f'"--file-prefix", "{PREFIX}", "--no-huge", "-m", "1024", "--log-level"', 1)
     check(pcap in text and "127.0.0.1:0" in text and PREFIX in text and "duration_s: 0" in text,
           "the demo profile, with a temporary capture, prefix and port 0")
-    path = os.path.join(tmp, "demo.yaml")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return write(os.path.join(tmp, "demo.yaml"), text)
 
 
-check(TELEMETRY is not None, "dpdk-telemetry.py is installed (Debian's dpdk-dev)")
-if TELEMETRY is None:
-    sys.exit(1)
+require_telemetry()
 
 with tempfile.TemporaryDirectory() as tmp:
     pcap = os.path.join(tmp, "demo.pcap")
@@ -144,13 +127,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, f"quicgen wrote the demo capture: {r.stderr.strip()[-200:]}")
 
-    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", profile], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True))
-    out = Output(proc.stdout)
-    wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
-    m = re.search(r"prometheus: http://127\.0\.0\.1:0/metrics \(port (\d+)\)", out.text())
-    check(m is not None, "the start-up output gives the Prometheus port")
-    port = int(m.group(1)) if m else 0
+    proc, out = start([QUICSTEER, "--", "--profile", profile])
+    port = prometheus_port(out)
     # The 1,000 idle connections below need more descriptors than a default
     # soft limit of 1024; quicsteer was started before this, with that limit.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -160,7 +138,7 @@ with tempfile.TemporaryDirectory() as tmp:
     healthz = wait_for("/healthz to answer 200", lambda: (lambda a: a if a[0] == 200 else None)(
         request(port, "GET", "/healthz")))
     check(healthz is not None and healthz[2] == b"ok\n", f"GET /healthz on the running demo: 200 ok: {healthz}")
-    health = telemetry("/quicsteer/health")
+    health = (telemetry(PREFIX, "/quicsteer/health") or [None])[0]
     check(health == {"healthy": 1, "reason": ""}, f"/quicsteer/health: {health}")
 
     # Methods and paths.
@@ -219,16 +197,8 @@ with tempfile.TemporaryDirectory() as tmp:
     # SIGINT while a client holds a connection: quicsteer exits within 1 s.
     holder = SlowClient(port)
     time.sleep(1.5)
-    stop_sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=PATIENCE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    took = time.monotonic() - stop_sent
+    took = stop(proc, out)
     holder.close()
-    out.thread.join(timeout=10)
     check(took <= DEADLINE_S, f"quicsteer exited {took:.3f} s after SIGINT while a client held a connection")
     check(proc.returncode == 0, f"quicsteer exits 0: {out.text()[-400:]}")
 

@@ -18,25 +18,21 @@ net_pcap -> net_null, with its own EAL --file-prefix. Then:
 import json
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-
-from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
 import urllib.error
 import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
+from qs_harness import (check, eal, failures, pcap_profile, prometheus_port, require_telemetry, scrape, start, stop,
+                        telemetry_socket, wait_for, write)
+import qs_harness
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
-TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-live-{os.getpid()}"
 CONFIG0 = '{config_id: 0, server_id_len: 2, nonce_len: 14, key: "7175696373746565722064656d6f2121"}'
 CONFIG1 = '{config_id: 1, server_id_len: 3, nonce_len: 13, key: "0f0e0d0c0b0a09080706050403020100"}'
@@ -46,33 +42,14 @@ SERVERS1 = '{server_id: "010001", owner: 2}, {server_id: "010002", owner: 1}'
 
 def profile_text(pcap, json_path, quic_lb, servers, rings=512, fallback_key="000102030405060708090a0b0c0d0e0f",
                  rekey=False):
-    eal = ('["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", '
-           f'"--file-prefix", "{PREFIX}", "--log-level", "*:warning"]')
-    return f"""eal: {eal}
-ports:
-  - {{name: wire, device: "net_pcap0,rx_pcap={pcap},rx_pcap={pcap}", rx_queues: 2, tx_queues: 0}}
-  - {{name: sink, device: "net_null0,no-rx=1", rx_queues: 0, tx_queues: 2}}
-mempool: {{mbufs: 16383, cache: 64}}
-lcores:
-  - {{id: 1, rx: ["wire:0"], owner: true}}
-  - {{id: 2, rx: ["wire:1"], owner: true}}
-rings: {{size: {rings}}}
+    return pcap_profile(eal(PREFIX), pcap, json_path, 100, 'telemetry: {prometheus_listen: "127.0.0.1:0"}\n',
+                        forever=False, steering=f"""rings: {{size: {rings}}}
 steering:
   short_dcid_len: 17
   quic_lb: [{quic_lb}]
   servers: [{servers}]
   fallback: {{key: "{fallback_key}", rekey_on_reload: {"true" if rekey else "false"}}}
-action: {{type: forward, tx_port: sink}}
-polling: {{idle_sleep_us: 50}}
-stats: {{period_ms: 100, json: "{json_path}"}}
-telemetry: {{prometheus_listen: "127.0.0.1:0"}}
-"""
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+action: {{type: forward, tx_port: sink}}""")
 
 
 def pcap_frames(path):
@@ -87,32 +64,10 @@ def pcap_frames(path):
 
 
 def telemetry(*commands, quiet=False):
-    """Runs dpdk-telemetry.py -f PREFIX with the commands on stdin; one JSON
-    answer per command (empty ones when it could not answer; `quiet`: no
-    failure is recorded for that, the caller waits for an answer)."""
-    r = subprocess.run([sys.executable, TELEMETRY, "-f", PREFIX], input="\n".join(commands) + "\n",
-                       capture_output=True, text=True, timeout=60)
-    answers = []
-    for line in r.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            answers.append(json.loads(line))
-    if len(answers) != len(commands):
-        if quiet:
-            return [{} for _ in commands]
-        check(False, f"dpdk-telemetry.py answered {len(answers)} of {len(commands)} commands: "
-                     f"{r.stdout[-300:]} {r.stderr[-300:]}")
-        return [{} for _ in commands]
-    return [a[c.split(",")[0]] for a, c in zip(answers, commands)]
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        check(response.status == 200, "GET /metrics: 200")
-        ctype = response.headers.get("Content-Type", "")
-        body = response.read().decode()
-    families = {f.name: f for f in text_string_to_metric_families(body)}
-    return families, ctype, body
+    """The harness's telemetry with PREFIX: one JSON answer per command, empty
+    ones when it could not answer (`quiet`: no failure is recorded for that,
+    the caller waits for an answer)."""
+    return qs_harness.telemetry(PREFIX, *commands, quiet=quiet) or [{} for _ in commands]
 
 
 def samples(families, name):
@@ -131,9 +86,7 @@ def value(families, name, **labels):
     return samples(families, name).get(tuple(sorted((k, str(v)) for k, v in labels.items())))
 
 
-check(TELEMETRY is not None, "dpdk-telemetry.py is installed (Debian's dpdk-dev)")
-if TELEMETRY is None:
-    sys.exit(1)
+require_telemetry()
 
 with tempfile.TemporaryDirectory() as tmp:
     pcap = os.path.join(tmp, "config0.pcap")
@@ -147,16 +100,12 @@ with tempfile.TemporaryDirectory() as tmp:
     frames = pcap_frames(pcap)
     check(frames > 3000, f"the capture has {frames} frames")
 
-    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", live_profile], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True))
-    out = Output(proc.stdout)
-    started = wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
-    check(started is not None and "steering generation 1 (QUIC-LB configs: 1, servers: 2)" in out.text(),
+    proc, out = start([QUICSTEER, "--", "--profile", live_profile])
+    check("running until SIGINT/SIGTERM" in out.text()
+          and "steering generation 1 (QUIC-LB configs: 1, servers: 2)" in out.text(),
           "the start-up line names the live steering generation")
-    m = re.search(r"prometheus: http://127\.0\.0\.1:0/metrics \(port (\d+)\)", out.text())
-    check(m is not None, "the start-up output gives the Prometheus port")
-    port = int(m.group(1)) if m else 0
-    socket_path = f"/var/run/dpdk/{PREFIX}/dpdk_telemetry.v2"
+    port = prometheus_port(out)
+    socket_path = telemetry_socket(PREFIX)
     check(os.path.exists(socket_path), f"EAL's telemetry socket is at {socket_path} (--no-shconf keeps it)")
 
     # Both queues replay the capture once; wait until telemetry has seen all of it.
@@ -237,13 +186,7 @@ with tempfile.TemporaryDirectory() as tmp:
     except urllib.error.HTTPError as e:
         check(e.code == 404, f"GET /other: {e.code}")
 
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=PATIENCE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    out.thread.join(timeout=10)
+    stop(proc, out)
     check(proc.returncode == 0, f"quicsteer exits 0: {out.text()[-500:]}")
     check("generation 3 live at the end (2 reloads applied)" in out.text(), "the summary names the live generation")
     with open(json_path) as f:

@@ -14,27 +14,21 @@ Then a SIGINT during a reload stops quicsteer (exit 0), the reload dropped.
 Everything is ordered by what quicsteer says, not by how long it takes.
 """
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 
-from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
-import json
+from qs_harness import check, eal, failures, require_telemetry, start, stop, telemetry, wait_for, write
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
-TELEMETRY = shutil.which("dpdk-telemetry.py")
 PREFIX = f"qs-reload-{os.getpid()}"
 SERVERS = 100000
 
 
 def profile_text(servers):
-    eal = ('["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", '
-           f'"--file-prefix", "{PREFIX}", "--log-level", "*:warning"]')
     routes = ",\n".join(f'    {{server_id: "{0x010000 + i:06x}", owner: {1 + i % 2}}}' for i in range(servers))
-    return f"""eal: {eal}
+    return f"""eal: {eal(PREFIX)}
 ports:
   - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 2, tx_queues: 2}}
 mempool: {{mbufs: 8191, cache: 64}}
@@ -51,40 +45,21 @@ stats: {{period_ms: 100}}
 """
 
 
-def telemetry(*commands):
-    """dpdk-telemetry.py -f PREFIX with the commands on stdin, in order; one
-    answer per command, or None when it could not answer them all."""
-    r = subprocess.run([sys.executable, TELEMETRY, "-f", PREFIX], input="\n".join(commands) + "\n",
-                       capture_output=True, text=True, timeout=60)
-    answers = [json.loads(l) for l in r.stdout.splitlines() if l.strip().startswith("{")]
-    if len(answers) != len(commands):
-        return None
-    return [a[c] for a, c in zip(answers, commands)]
-
-
-check(TELEMETRY is not None, "dpdk-telemetry.py is installed (Debian's dpdk-dev)")
-if TELEMETRY is None:
-    sys.exit(1)
+require_telemetry()
 
 with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "live.yaml")
-    with open(path, "w") as f:
-        f.write(profile_text(2))
+    path = write(os.path.join(tmp, "live.yaml"), profile_text(2))
     big = profile_text(SERVERS)
-    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", path], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True))
-    out = Output(proc.stdout)
-    wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
-    first = wait_for("telemetry to answer", lambda: telemetry("/quicsteer/steering", "/quicsteer/totals"))
+    proc, out = start([QUICSTEER, "--", "--profile", path])
+    first = wait_for("telemetry to answer", lambda: telemetry(PREFIX, "/quicsteer/steering", "/quicsteer/totals"))
     check(first is not None and first[0].get("reload_running") == 0 and first[0].get("servers") == 2,
           f"/quicsteer/steering: two servers, no reload running: {first and first[0]}")
 
-    with open(path, "w") as f:
-        f.write(big)
+    write(path, big)
     proc.send_signal(signal.SIGHUP)
     running = wait_for("/quicsteer/steering to show the reload running",
                        lambda: (lambda a: a if a and a[0].get("reload_running") == 1 else None)(
-                           telemetry("/quicsteer/steering", "/quicsteer/totals")))
+                           telemetry(PREFIX, "/quicsteer/steering", "/quicsteer/totals")))
     started_ms = running[1]["elapsed_ms"] if running else 0
     # Two more while it runs: they make one more reload, after this one.
     proc.send_signal(signal.SIGHUP)
@@ -95,7 +70,7 @@ with tempfile.TemporaryDirectory() as tmp:
     seen = {}
 
     def published_during_reload():
-        a = telemetry("/quicsteer/steering", "/quicsteer/totals", "/quicsteer/steering")
+        a = telemetry(PREFIX, "/quicsteer/steering", "/quicsteer/totals", "/quicsteer/steering")
         if a is None:
             return None
         before, totals, after = a
@@ -113,7 +88,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     done = wait_for("the merged second reload", lambda: (lambda a: a if a and a[0].get("reloads_applied") == 2
                                                          and a[0].get("reload_running") == 0 else None)(
-        telemetry("/quicsteer/steering")))
+        telemetry(PREFIX, "/quicsteer/steering")))
     check(done is not None and done[0].get("servers") == SERVERS and done[0].get("generation") == 3,
           f"two reloads applied, {SERVERS} servers live: {done and done[0]}")
     text = out.text()
@@ -125,14 +100,8 @@ with tempfile.TemporaryDirectory() as tmp:
     # SIGINT while a reload runs: quicsteer waits for it, drops it and stops.
     proc.send_signal(signal.SIGHUP)
     wait_for("the third reload to run", lambda: (lambda a: a if a and a[0].get("reload_running") == 1 else None)(
-        telemetry("/quicsteer/steering")))
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=PATIENCE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    out.thread.join(timeout=10)
+        telemetry(PREFIX, "/quicsteer/steering")))
+    stop(proc, out)
     text = out.text()
     check(proc.returncode == 0, f"quicsteer exits 0 on SIGINT during a reload: {text[-500:]}")
     check("stopping on SIGINT" in text and text.count("reload (SIGHUP) applied") == 2

@@ -19,48 +19,24 @@ itself, so that it can send any byte and see every byte of each answer:
 """
 import json
 import os
-import shutil
-import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 
-from qs_harness import PATIENCE_S, Output, check, failures, wait_for, watch
+from qs_harness import check, eal, failures, pcap_profile, start, stop, telemetry_socket, write
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 PREFIX = f"qs-tguard-{os.getpid()}"
-SOCKET = f"/var/run/dpdk/{PREFIX}/dpdk_telemetry.v2"
+SOCKET = telemetry_socket(PREFIX)
 SECRET = "SECRETc2VjcmV0IGtleSBtYXRlcmlhbA"
 
 
 def profile_text(pcap, json_path):
-    eal = ('["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", '
-           f'"--file-prefix", "{PREFIX}", "--log-level", "*:warning"]')
-    return f"""eal: {eal}
-ports:
-  - {{name: wire, device: "net_pcap0,rx_pcap={pcap},rx_pcap={pcap}", rx_queues: 2, tx_queues: 0}}
-  - {{name: sink, device: "net_null0,no-rx=1", rx_queues: 0, tx_queues: 2}}
-mempool: {{mbufs: 16383, cache: 64}}
-lcores:
-  - {{id: 1, rx: ["wire:0"], owner: true}}
-  - {{id: 2, rx: ["wire:1"], owner: true}}
-steering:
-  quic_lb: [{{config_id: 0, server_id_len: 2, nonce_len: 6, key: "3c72551026fbace916b856e563795118"}}]
-  servers: [{{server_id: "0001", owner: 1}}, {{server_id: "0002", owner: 2}}]
-action: {{type: forward, tx_port: sink}}
-polling: {{idle_sleep_us: 50}}
-stats: {{period_ms: 0, json: "{json_path}"}}
-"""
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-    return path
+    """The capture replayed once; no statistics period."""
+    return pcap_profile(eal(PREFIX), pcap, json_path, 0, forever=False)
 
 
 def ask(command):
@@ -108,10 +84,7 @@ with tempfile.TemporaryDirectory() as tmp:
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, f"quicgen wrote the capture: {r.stderr.strip()[-200:]}")
 
-    proc = watch(subprocess.Popen([QUICSTEER, "--", "--profile", live], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="backslashreplace"))
-    out = Output(proc.stdout)
-    wait_for("quicsteer to start", lambda: "running until SIGINT/SIGTERM" in out.text())
+    proc, out = start([QUICSTEER, "--", "--profile", live], errors="backslashreplace")
     check(os.path.exists(SOCKET), f"EAL's telemetry socket is at {SOCKET}")
     every_command_answers_json("at start")
 
@@ -189,13 +162,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(answer is not None and answer.startswith("applied: steering generation 3 is live"),
           f"a reload without a path reloads the profile quicsteer started with: {answer}")
 
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=PATIENCE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    out.thread.join(timeout=10)
+    stop(proc, out)
     check(proc.returncode == 0, f"quicsteer exits 0: {out.text()[-500:]}")
 
 print(f"{len(failures)} failed" if failures else "all passed")

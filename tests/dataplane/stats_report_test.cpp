@@ -6,23 +6,10 @@
 #include <string>
 
 #include "dataplane/control/stats_snapshot.h"
+#include "tests/dataplane/print_capture.h"
 
 namespace qs {
 namespace {
-
-template <typename F>
-std::string capture(F print) {
-  std::FILE* f = std::tmpfile();
-  print(f);
-  std::fflush(f);
-  std::rewind(f);
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
 
 StatsSnapshot three_lcores() {
   StatsSnapshot s;

@@ -18,11 +18,10 @@ BUILD=$(cd "${1:?usage: afxdp_imissed_test.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/realquic/topology.sh
 source "$SRC/tests/realquic/topology.sh"
+# shellcheck source=tests/realquic/realquic_lib.sh
+source "$SRC/tests/realquic/realquic_lib.sh"
 
-if ! qsrq_can_netns; then
-  echo "SKIP: needs root and network namespaces with veth pairs (uid $(id -u))"
-  exit 77
-fi
+qsrq_need_netns
 if ! qsrq_can_afxdp; then
   echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
   exit 77
@@ -44,20 +43,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 failed=1
 
-for ns in "$S" "$Q"; do
-  ip netns add "$ns" || exit 1
-  # No IPv6: no router or neighbour solicitation may reach quicsteer's port
-  # and spoil the count.
-  ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || exit 1
-  ip -n "$ns" link set lo up
-done
-ip -n "$S" link add qsxd-tx type veth peer name qsxd-rx netns "$Q" || exit 1
-ip -n "$S" link set qsxd-tx address 02:00:00:78:00:01
-ip -n "$Q" link set qsxd-rx address 02:00:00:78:00:02
-ip -n "$S" addr add 10.78.0.1/24 dev qsxd-tx
-ip -n "$S" neigh replace 10.78.0.2 lladdr 02:00:00:78:00:02 nud permanent dev qsxd-tx
-ip -n "$S" link set qsxd-tx up
-ip -n "$Q" link set qsxd-rx up
+qsrq_pair_up "$S" "$Q" qsxd 78 || exit 1
 
 # One RX queue on lcore 1 (an owner too); lcore 2 owns half the connections
 # and spends a million cycles on each packet, so its ring (1024) fills within
@@ -99,11 +85,10 @@ YAML
 ip netns exec "$Q" "$BUILD/quicsteer" -- --profile "$WORK/profile.yaml" --stats-json "$WORK/stats.json" \
   >"$WORK/quicsteer.out" 2>&1 &
 QS_PID=$!
-for _ in $(seq 1 600); do grep -q "running until" "$WORK/quicsteer.out" && break; sleep 0.05; done
-grep -q "running until" "$WORK/quicsteer.out" || { cat "$WORK/quicsteer.out"; echo "afxdp_imissed: quicsteer did not start"; exit 1; }
+rq_wait_for "$WORK/quicsteer.out" "running until" 30 "$QS_PID" || { cat "$WORK/quicsteer.out"; echo "afxdp_imissed: quicsteer did not start"; exit 1; }
 grep "^port wire" "$WORK/quicsteer.out"
 grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_imissed: the port is not net_af_xdp"; exit 1; }
-METRICS_PORT=$(sed -n 's/^prometheus: .* (port \([0-9]*\)).*/\1/p' "$WORK/quicsteer.out" | head -n 1)
+METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")
 
 ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.78.0.2 443 "$N" >"$WORK/sender.out" || exit 1
 SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
@@ -115,19 +100,14 @@ TX_DROPPED=$(ip -n "$S" -s -j link show qsxd-tx | python3 -c 'import json,sys; p
 # 60 s: what the socket's ring held when the sender stopped arrives once the
 # slow owner has drained its ring and the receiver polls again.
 accounted() {
-  ip netns exec "$Q" python3 - "$METRICS_PORT" "$SENT" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
-def total(*names):
-    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith(names))
-received = total("quicsteer_port_rx_packets_total{")
-missed = total("quicsteer_port_rx_missed_total{")
-done = total("quicsteer_owner_processed_packets_total{", "quicsteer_drops_total{")
-print("yes" if received + missed >= int(sys.argv[2]) and done >= received else "no")
-PY
+  local t received missed processed dropped
+  read -r t received missed processed dropped < <(rq_metric_sums "$Q" "$METRICS_PORT" \
+    "quicsteer_port_rx_packets_total{" "quicsteer_port_rx_missed_total{" \
+    "quicsteer_owner_processed_packets_total{" "quicsteer_drops_total{")
+  [ -n "$dropped" ] && [ $((received + missed)) -ge "$SENT" ] && [ $((processed + dropped)) -ge "$received" ]
 }
 for _ in $(seq 1 600); do
-  [ "$(accounted)" = yes ] && break
+  accounted && break
   sleep 0.1
 done
 kill -INT "$QS_PID"

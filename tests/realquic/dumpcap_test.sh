@@ -19,11 +19,10 @@ BUILD=$(cd "${1:?usage: dumpcap_test.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/realquic/topology.sh
 source "$SRC/tests/realquic/topology.sh"
+# shellcheck source=tests/realquic/realquic_lib.sh
+source "$SRC/tests/realquic/realquic_lib.sh"
 
-if ! qsrq_can_netns; then
-  echo "SKIP: needs root and network namespaces with veth pairs (uid $(id -u))"
-  exit 77
-fi
+qsrq_need_netns
 for tool in dpdk-dumpcap tshark; do
   command -v "$tool" >/dev/null || { echo "SKIP: no $tool (scripts/setup.sh installs it)"; exit 77; }
 done
@@ -36,18 +35,12 @@ Q=$P-q
 WORK=$(mktemp -d /tmp/qsdc-dumpcap.XXXXXX)
 QS_PID=
 DC_PID=
-HUGE_BEFORE=
-HUGE_DIR=
 cleanup() {
   [ -n "$DC_PID" ] && kill -INT "$DC_PID" 2>/dev/null && wait "$DC_PID" 2>/dev/null
   [ -n "$QS_PID" ] && kill -INT "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
   ip netns del "$S" 2>/dev/null
   ip netns del "$Q" 2>/dev/null
-  # EAL leaves a shared-configuration run's hugepage files behind (they hold
-  # the pages until a run with the same prefix starts): remove this run's.
-  [ -n "$HUGE_DIR" ] && rm -f "$HUGE_DIR/${P}map_"*
-  rm -rf "/var/run/dpdk/$P"
-  [ -n "$HUGE_BEFORE" ] && echo "$HUGE_BEFORE" >/proc/sys/vm/nr_hugepages
+  rq_huge_release "$P"
   if [ "${failed:-1}" -eq 0 ]; then rm -rf "$WORK"; else echo "dumpcap: files kept in $WORK"; fi
 }
 trap cleanup EXIT
@@ -56,38 +49,9 @@ failed=1
 
 # Hugepages of the default size, mounted, with NEED_MB free: reserved here
 # (and given back at the end) when fewer are free.
-HUGE_DIR=$(awk '$3 == "hugetlbfs" && $4 !~ /pagesize=1G/ {print $2; exit}' /proc/mounts)
-if [ -z "$HUGE_DIR" ]; then
-  echo "SKIP: no hugetlbfs mounted (scripts/setup.sh mounts one at /dev/hugepages)"
-  exit 77
-fi
-page_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)
-free_pages() { awk '/^HugePages_Free:/ {print $2}' /proc/meminfo; }
-need_pages=$((NEED_MB * 1024 / page_kb))
-if [ "$(free_pages)" -lt "$need_pages" ]; then
-  total=$(cat /proc/sys/vm/nr_hugepages)
-  HUGE_BEFORE=$total
-  echo $((total + need_pages - $(free_pages))) >/proc/sys/vm/nr_hugepages 2>/dev/null
-fi
-if [ "$(free_pages)" -lt "$need_pages" ]; then
-  echo "SKIP: $need_pages hugepages of $page_kb kB needed, $(free_pages) free and no more could be reserved"
-  exit 77
-fi
+rq_huge_reserve "$NEED_MB" || { echo "SKIP: $RQ_HUGE_WHY"; exit 77; }
 
-for ns in "$S" "$Q"; do
-  ip netns add "$ns" || exit 1
-  # No IPv6: no router or neighbour solicitation may reach the port and
-  # spoil the count.
-  ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || exit 1
-  ip -n "$ns" link set lo up
-done
-ip -n "$S" link add qsdc-tx type veth peer name qsdc-rx netns "$Q" || exit 1
-ip -n "$S" link set qsdc-tx address 02:00:00:79:00:01
-ip -n "$Q" link set qsdc-rx address 02:00:00:79:00:02
-ip -n "$S" addr add 10.79.0.1/24 dev qsdc-tx
-ip -n "$S" neigh replace 10.79.0.2 lladdr 02:00:00:79:00:02 nud permanent dev qsdc-tx
-ip -n "$S" link set qsdc-tx up
-ip -n "$Q" link set qsdc-rx up
+qsrq_pair_up "$S" "$Q" qsdc 79 || exit 1
 qsrq_no_offload "$S" qsdc-tx
 qsrq_no_offload "$Q" qsdc-rx
 
@@ -124,10 +88,9 @@ YAML
 ip netns exec "$Q" "$BUILD/quicsteer" -- --profile "$WORK/profile.yaml" --stats-json "$WORK/stats.json" \
   >"$WORK/quicsteer.out" 2>&1 &
 QS_PID=$!
-for _ in $(seq 1 600); do grep -q "running until" "$WORK/quicsteer.out" && break; sleep 0.05; done
-grep -q "running until" "$WORK/quicsteer.out" || { cat "$WORK/quicsteer.out"; echo "dumpcap: quicsteer did not start"; exit 1; }
+rq_wait_for "$WORK/quicsteer.out" "running until" 30 "$QS_PID" || { cat "$WORK/quicsteer.out"; echo "dumpcap: quicsteer did not start"; exit 1; }
 grep -E "^memory:|^capture:" "$WORK/quicsteer.out"
-METRICS_PORT=$(sed -n 's/^prometheus: .* (port \([0-9]*\)).*/\1/p' "$WORK/quicsteer.out" | head -n 1)
+METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")
 attachable=1
 grep -q "^capture: dpdk-dumpcap can attach" "$WORK/quicsteer.out" || attachable=0
 
@@ -137,12 +100,7 @@ grep -q "^capture: dpdk-dumpcap can attach" "$WORK/quicsteer.out" || attachable=
 ip netns exec "$Q" dpdk-dumpcap --file-prefix="$P" -i net_af_packet0 -w "$WORK/capture.pcapng" \
   >"$WORK/dumpcap.out" 2>&1 &
 DC_PID=$!
-for _ in $(seq 1 400); do
-  grep -q "Packets captured:" "$WORK/dumpcap.out" && break
-  kill -0 "$DC_PID" 2>/dev/null || break
-  sleep 0.05
-done
-if ! grep -q "Packets captured:" "$WORK/dumpcap.out"; then
+if ! rq_wait_for "$WORK/dumpcap.out" "Packets captured:" 20 "$DC_PID"; then
   cat "$WORK/dumpcap.out"
   echo "dumpcap: FAIL: dpdk-dumpcap did not attach to quicsteer (capture line in quicsteer: $attachable)"
   exit 1
@@ -156,14 +114,12 @@ ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.79.0.2 443 "$
 # Until quicsteer has received all N (at most 60 s), then dumpcap is stopped
 # (it writes its counts), then quicsteer.
 received() {
-  ip netns exec "$Q" python3 - "$METRICS_PORT" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
-print(sum(int(float(l.rsplit(" ", 1)[1])) for l in text.splitlines() if l.startswith("quicsteer_port_rx_packets_total{")))
-PY
+  local t rx
+  read -r t rx < <(rq_metric_sums "$Q" "$METRICS_PORT" "quicsteer_port_rx_packets_total{")
+  [ -n "$rx" ] && [ "$rx" -ge "$N" ]
 }
 for _ in $(seq 1 600); do
-  [ "$(received)" -ge "$N" ] && break
+  received && break
   sleep 0.1
 done
 sleep 0.5  # what pdump copied reaches dumpcap's ring and file

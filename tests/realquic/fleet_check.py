@@ -178,23 +178,6 @@ def ip_udp(frame, off):
     return v, src, dst, sport, dport, udp + 8
 
 
-def pcap_frames(path):
-    """(seconds, frame as captured, its length on the wire) of each record of
-    a classic pcap file (realquic_check.pcap_records, with the length)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 24:
-        return
-    magic = struct.unpack("<I", data[:4])[0]
-    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-    frac = 1e-9 if magic in (0xA1B23C4D, 0x4D3CB2A1) else 1e-6
-    off = 24
-    while off + 16 <= len(data):
-        sec, sub, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
-        yield sec + sub * frac, data[off + 16:off + 16 + incl], orig
-        off += 16 + incl
-
-
 def csum16(data):
     """The Internet checksum's folded one's-complement sum (RFC 1071) of
     data: 0xffff over a header or pseudo-header and segment whose checksum
@@ -318,7 +301,7 @@ def cmd_routing(a):
     for n in range(NSERVERS):
         st = {"frames": 0, "own": 0, "other": 0, "first": 0, "unknown": 0, "bad_delivery": 0, "not_quic": 0, "mld": 0}
         bad = []
-        for _, f, orig in pcap_frames(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
+        for _, f, orig in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap"), with_length=True):
             st["frames"] += 1
             if len(f) < 14:
                 st["not_quic"] += 1

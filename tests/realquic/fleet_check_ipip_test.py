@@ -16,7 +16,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet_check import csum16, ip_udp, ipip_why, pcap_frames  # noqa: E402
+from fleet_check import csum16, ip_udp, ipip_why  # noqa: E402
+from realquic_check import pcap_records  # noqa: E402
 
 # tests/dataplane/delivery_fixtures.h
 PORT_MAC = bytes.fromhex("020000000001")
@@ -56,7 +57,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         pcap = os.path.join(work, "d.pcap")
         subprocess.run([sys.argv[1], pcap], check=True)
-        frames = {i + 1: (f, orig) for i, (_, f, orig) in enumerate(pcap_frames(pcap))}
+        frames = {i + 1: (f, orig) for i, (_, f, orig) in enumerate(pcap_records(pcap, with_length=True))}
 
     for n, ((b4, b6), iv) in IPIP.items():
         f, orig = frames[n]

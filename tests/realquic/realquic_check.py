@@ -63,8 +63,9 @@ def pcap_frames(path):
     return n
 
 
-def pcap_records(path):
-    """(seconds, frame) of each record of a classic pcap file."""
+def pcap_records(path, with_length=False):
+    """(seconds, frame) of each record of a classic pcap file; `with_length`:
+    (seconds, frame as captured, its length on the wire)."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 24:
@@ -74,8 +75,9 @@ def pcap_records(path):
     frac = 1e-9 if magic in (0xA1B23C4D, 0x4D3CB2A1) else 1e-6
     off = 24
     while off + 16 <= len(data):
-        sec, sub, incl = struct.unpack(endian + "III", data[off:off + 12])
-        yield sec + sub * frac, data[off + 16:off + 16 + incl]
+        sec, sub, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        frame = data[off + 16:off + 16 + incl]
+        yield (sec + sub * frac, frame, orig) if with_length else (sec + sub * frac, frame)
         off += 16 + incl
 
 

@@ -5,6 +5,10 @@
 #   RQ_WORK    a scratch directory of the caller's
 #   RQ_PREFIX  namespace prefix (unique per run)
 # Every background process is recorded in RQ_PIDS and ended by rq_stop_all.
+# rq_wait_for, rq_metrics_port, rq_metric_sums and rq_huge_* need none of
+# them: the tests and benchmarks that start quicsteer and dpdk-dumpcap
+# themselves (dumpcap_test.sh, afxdp_imissed_test.sh, scripts/bench/capture.sh)
+# use only those.
 
 RQ_PIDS=()
 RQ_PORT=443
@@ -37,14 +41,76 @@ rq_make_files() {
   for ((i = 0; i < $1; i++)); do head -c 5242880 /dev/urandom >"$RQ_WORK/up/up$i"; done
 }
 
-# rq_wait_for FILE PATTERN SECONDS: until FILE holds PATTERN.
+# rq_wait_for FILE PATTERN SECONDS [PID]: until FILE holds PATTERN; with PID,
+# no longer than that process runs.
 rq_wait_for() {
   local i
   for ((i = 0; i < $3 * 20; i++)); do
     grep -q "$2" "$1" 2>/dev/null && return 0
+    [ -n "${4:-}" ] && ! kill -0 "$4" 2>/dev/null && break
     sleep 0.05
   done
-  return 1
+  grep -q "$2" "$1" 2>/dev/null
+}
+
+# rq_metrics_port FILE: the Prometheus port quicsteer's output FILE gives
+# (prometheus_listen "127.0.0.1:0").
+rq_metrics_port() {
+  sed -n 's/^prometheus: .* (port \([0-9]*\)).*/\1/p' "$1" | head -n 1
+}
+
+# rq_metric_sums NS PORT PREFIX...: one scrape of quicsteer's /metrics on
+# 127.0.0.1:PORT, from namespace NS (none when empty): the scrape's
+# time.monotonic(), then per PREFIX the sum of the samples whose line starts
+# with it, on one line.
+rq_metric_sums() {
+  local run=()
+  [ -n "$1" ] && run=(ip netns exec "$1")
+  shift
+  "${run[@]}" python3 - "$@" <<'PY'
+import sys, time, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+t = time.monotonic()
+lines = text.splitlines()
+print(t, *(sum(int(float(line.rsplit(" ", 1)[1])) for line in lines if line.startswith(p)) for p in sys.argv[2:]))
+PY
+}
+
+# rq_huge_reserve MB: MB of hugepages of the default size free on a mounted
+# hugetlbfs, the difference reserved (as root) when fewer are. Sets
+# RQ_HUGE_DIR (the mount) and RQ_HUGE_BEFORE (nr_hugepages before, when it
+# reserved); 1 with RQ_HUGE_WHY when they cannot be had. rq_huge_release
+# gives them back.
+rq_huge_free() { awk '/^HugePages_Free:/ {print $2}' /proc/meminfo; }
+rq_huge_reserve() {
+  RQ_HUGE_BEFORE=
+  RQ_HUGE_DIR=$(awk '$3 == "hugetlbfs" && $4 !~ /pagesize=1G/ {print $2; exit}' /proc/mounts)
+  if [ -z "$RQ_HUGE_DIR" ]; then
+    RQ_HUGE_WHY="no hugetlbfs mounted (scripts/setup.sh mounts one at /dev/hugepages)"
+    return 1
+  fi
+  local page_kb need
+  page_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)
+  need=$(($1 * 1024 / page_kb))
+  if [ "$(rq_huge_free)" -lt "$need" ] && [ "$(id -u)" -eq 0 ]; then
+    RQ_HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages)
+    echo $((RQ_HUGE_BEFORE + need - $(rq_huge_free))) >/proc/sys/vm/nr_hugepages 2>/dev/null || true
+  fi
+  if [ "$(rq_huge_free)" -lt "$need" ]; then
+    RQ_HUGE_WHY="$need hugepages of $page_kb kB needed, $(rq_huge_free) free and no more could be reserved"
+    return 1
+  fi
+}
+
+# rq_huge_release PREFIX: after a run on hugepages with EAL's shared
+# configuration under --file-prefix PREFIX: its hugepage files (EAL leaves
+# them behind, holding the pages until a run with the same prefix starts)
+# and runtime directory removed, the pages rq_huge_reserve reserved given back.
+rq_huge_release() {
+  [ -n "${RQ_HUGE_DIR:-}" ] && rm -f "$RQ_HUGE_DIR/${1}map_"*
+  rm -rf "/var/run/dpdk/$1"
+  [ -n "${RQ_HUGE_BEFORE:-}" ] && echo "$RQ_HUGE_BEFORE" >/proc/sys/vm/nr_hugepages
+  return 0
 }
 
 # rq_start_servers PROFILE: one quicsteer-server per owner, in srv0 / srv1,

@@ -12,10 +12,7 @@ set -uo pipefail
 BUILD=$(cd "${1:?usage: server_features_test.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/realquic/topology.sh"
-if ! qsrq_can_netns; then
-  echo "SKIP: needs root and network namespaces (uid $(id -u))"
-  exit 77
-fi
+qsrq_need_netns
 NS=qsrqsf$$
 WORK=$(mktemp -d /tmp/qsrq-sf.XXXXXX)
 server=

@@ -35,14 +35,11 @@ qsrq_can_netns() {
   return $rc
 }
 
-# qsrq_can_afxdp: whether this machine can do AF_XDP: the kernel makes
-# AF_XDP sockets (address family 44) and DPDK has its net_af_xdp PMD.
-qsrq_can_afxdp() {
-  python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null || return 1
-  local pmds
-  pmds=$(pkg-config --variable=pmdsdir libdpdk 2>/dev/null || true)
-  [ -z "$pmds" ] && pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -1)
-  ls "$pmds"/librte_net_af_xdp.so* >/dev/null 2>&1
+# qsrq_need_netns: as qsrq_can_netns, or the caller (a test) exits 77, skipped.
+qsrq_need_netns() {
+  qsrq_can_netns && return 0
+  echo "SKIP: needs root and network namespaces with veth pairs (uid $(id -u))"
+  exit 77
 }
 
 # qsrq_can_afxdp: whether this machine can do AF_XDP: the kernel makes
@@ -61,6 +58,27 @@ qsrq_no_offload() {  # NS IFACE
   if command -v ethtool >/dev/null; then
     ip netns exec "$1" ethtool -K "$2" tx off tso off gso off gro off tx-udp-segmentation off >/dev/null 2>&1 || true
   fi
+}
+
+# qsrq_pair_up S Q NAME N: namespaces S (a sender) and Q (quicsteer), IPv6
+# off in both (no router or neighbour solicitation may reach quicsteer's port
+# and spoil its count), joined by a veth pair: NAME-tx in S, 10.N.0.1/24 and
+# 02:00:00:N:00:01, to NAME-rx in Q, 02:00:00:N:00:02, which S reaches as
+# 10.N.0.2 through a static neighbour. Offloads stay as they are.
+qsrq_pair_up() {
+  local s=$1 q=$2 tx=$3-tx rx=$3-rx n=$4 ns
+  for ns in "$s" "$q"; do
+    ip netns add "$ns" || return 1
+    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || return 1
+    ip -n "$ns" link set lo up
+  done
+  ip -n "$s" link add "$tx" type veth peer name "$rx" netns "$q" || return 1
+  ip -n "$s" link set "$tx" address "02:00:00:$n:00:01"
+  ip -n "$q" link set "$rx" address "02:00:00:$n:00:02"
+  ip -n "$s" addr add "10.$n.0.1/24" dev "$tx"
+  ip -n "$s" neigh replace "10.$n.0.2" lladdr "02:00:00:$n:00:02" nud permanent dev "$tx"
+  ip -n "$s" link set "$tx" up
+  ip -n "$q" link set "$rx" up
 }
 
 # qsrq_up PREFIX [bridge]: makes the namespaces and links. With "bridge", the
