@@ -82,10 +82,7 @@ stats:
 telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
 
-ip netns exec "$Q" "$BUILD/quicsteer" -- --profile "$WORK/profile.yaml" --stats-json "$WORK/stats.json" \
-  >"$WORK/quicsteer.out" 2>&1 &
-QS_PID=$!
-rq_wait_for "$WORK/quicsteer.out" "running until" 30 "$QS_PID" || { cat "$WORK/quicsteer.out"; echo "afxdp_imissed: quicsteer did not start"; exit 1; }
+rq_start_on_profile afxdp_imissed "$BUILD" "$Q" "$WORK"
 grep "^port wire" "$WORK/quicsteer.out"
 grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_imissed: the port is not net_af_xdp"; exit 1; }
 METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")

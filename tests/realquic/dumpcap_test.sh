@@ -85,10 +85,7 @@ stats:
 telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
 
-ip netns exec "$Q" "$BUILD/quicsteer" -- --profile "$WORK/profile.yaml" --stats-json "$WORK/stats.json" \
-  >"$WORK/quicsteer.out" 2>&1 &
-QS_PID=$!
-rq_wait_for "$WORK/quicsteer.out" "running until" 30 "$QS_PID" || { cat "$WORK/quicsteer.out"; echo "dumpcap: quicsteer did not start"; exit 1; }
+rq_start_on_profile dumpcap "$BUILD" "$Q" "$WORK"
 grep -E "^memory:|^capture:" "$WORK/quicsteer.out"
 METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")
 attachable=1

@@ -53,6 +53,19 @@ rq_wait_for() {
   grep -q "$2" "$1" 2>/dev/null
 }
 
+# rq_start_on_profile NAME BUILD NS WORK: quicsteer (BUILD/quicsteer) in
+# namespace NS on WORK/profile.yaml, its output in WORK/quicsteer.out and its
+# statistics in WORK/stats.json. Sets QS_PID and returns once it runs; exits
+# 1, naming NAME, when it does not start.
+rq_start_on_profile() {
+  local name=$1 build=$2 ns=$3 work=$4
+  ip netns exec "$ns" "$build/quicsteer" -- --profile "$work/profile.yaml" --stats-json "$work/stats.json" \
+    >"$work/quicsteer.out" 2>&1 &
+  QS_PID=$!
+  rq_wait_for "$work/quicsteer.out" "running until" 30 "$QS_PID" ||
+    { cat "$work/quicsteer.out"; echo "$name: quicsteer did not start"; exit 1; }
+}
+
 # rq_metrics_port FILE: the Prometheus port quicsteer's output FILE gives
 # (prometheus_listen "127.0.0.1:0").
 rq_metrics_port() {
