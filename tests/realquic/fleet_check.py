@@ -30,7 +30,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realquic_check import pcap_records, sha256_file  # noqa: E402
+from realquic_check import pcap_records, routed_failures, sha256_file  # noqa: E402
 
 NSERVERS = 4
 TX_ADDR = bytes([10, 78, 2, 2])
@@ -133,10 +133,25 @@ def cmd_connections(a):
     return 0 if len(conns) >= a.count else 1
 
 
+def drain_failures(server, had, kept, lost_why, after):
+    """What breaks a drain of `server`: it had `had` connections when it
+    drained, `kept` of them went on (the rest are named by lost_why); after
+    holds the connections made after the reload, per server."""
+    failures = []
+    if not had:
+        failures.append(f"server {server} had no connection to keep")
+    if kept != had:
+        failures.append(f"{had - kept} connections of the drained server {lost_why}")
+    if after[server]:
+        failures.append(f"{after[server]} new connections reached the drained server")
+    if sum(after) == 0:
+        failures.append("no connection after the reload")
+    return failures
+
+
 def cmd_drain(a):
     """Server N, drained at --reload: the connections it had before keep
     completing; no connection reaches it afterwards; the others take them."""
-    failures = []
     evs = events(a.work)
     conns = [e for e in evs if e["event"] == "connection" and e["t_ns"] >= a.before]
     before = [e for e in conns if e["t_ns"] < a.reload and e["server_id"] == sid(a.server)]
@@ -148,15 +163,7 @@ def cmd_drain(a):
     kept = [e for e in before if e["scid"] in done]
     print(f"  drain: server {a.server} had {len(before)} connections when it drained, {len(kept)} completed "
           f"their request; connections after the reload per server: {after}")
-    if not before:
-        failures.append(f"server {a.server} had no connection to keep")
-    if len(kept) != len(before):
-        failures.append(f"{len(before) - len(kept)} connections of the drained server did not complete")
-    if after[a.server]:
-        failures.append(f"{after[a.server]} new connections reached the drained server")
-    if sum(after) == 0:
-        failures.append("no connection after the reload")
-    return report("drain", failures)
+    return report("drain", drain_failures(a.server, len(before), len(kept), "did not complete", after))
 
 
 def ip_udp(frame, off):
@@ -405,14 +412,7 @@ def cmd_quicsteer(a):
     if stats["steering_generation"] < 2:
         failures.append("no steering reload was applied")
     routed = total["routed"]
-    for spec in a.routed_min:
-        method, n = spec.split("=")
-        if routed[method] < int(n):
-            failures.append(f"{routed[method]} packets routed by {method}, want at least {n}")
-    for spec in a.routed_max:
-        method, n = spec.split("=")
-        if routed[method] > int(n):
-            failures.append(f"{routed[method]} packets routed by {method}, want at most {n}")
+    failures += routed_failures(routed, a.routed_min, a.routed_max)
     return report(a.tag, failures)
 
 
@@ -576,7 +576,6 @@ def cmd_drain_captures(a):
     """Server N, drained at --reload: the connections it made before the
     reload kept reaching it afterwards (their requests were sent after it);
     no connection whose first Initial came after the reload reached it."""
-    failures = []
     packets, _ = captured(a.work, a.tag, a.cid_len)
     first = first_initials(packets)
     before, reload = a.before / 1e9, a.reload / 1e9
@@ -591,15 +590,7 @@ def cmd_drain_captures(a):
             after[n] += 1
     print(f"  drain: server {a.server} made {len(kept)} connections before it drained, {len(later)} of them "
           f"sent it 1-RTT packets after the reload; connections after the reload per server: {after}")
-    if not kept:
-        failures.append(f"server {a.server} had no connection to keep")
-    if len(later) != len(kept):
-        failures.append(f"{len(kept) - len(later)} connections of the drained server sent it nothing after the reload")
-    if after[a.server]:
-        failures.append(f"{after[a.server]} new connections reached the drained server")
-    if sum(after) == 0:
-        failures.append("no connection after the reload")
-    return report("drain", failures)
+    return report("drain", drain_failures(a.server, len(kept), len(later), "sent it nothing after the reload", after))
 
 
 def cmd_uploads(a):

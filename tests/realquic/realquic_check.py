@@ -81,6 +81,21 @@ def pcap_records(path, with_length=False):
         off += 16 + incl
 
 
+def routed_failures(routed, at_least, at_most):
+    """What breaks the --routed-min / --routed-max specs (RULE=N) for
+    quicsteer's routed counts by rule."""
+    failures = []
+    for spec in at_least:
+        method, n = spec.split("=")
+        if routed[method] < int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at least {n}")
+    for spec in at_most:
+        method, n = spec.split("=")
+        if routed[method] > int(n):
+            failures.append(f"{routed[method]} packets routed by {method}, want at most {n}")
+    return failures
+
+
 def quic_header(frame, short_cid_len):
     """(client ip:port, long?, packet type, DCID, SCID) of an Ethernet/IPv4/UDP
     QUIC frame (hex CIDs; SCID None for a short header), or None."""
@@ -287,14 +302,7 @@ def cmd_counts(a):
           f"setups {total['setups']}, setups evicted {total['setup_evicted']}, table full {total['table_full']}")
     if a.forwarding is not None and fw.get("enabled") != (a.forwarding == "on"):
         failures.append(f"forwarding tables enabled: {fw.get('enabled')}, want {a.forwarding}")
-    for spec in a.routed_min:
-        method, n = spec.split("=")
-        if routed[method] < int(n):
-            failures.append(f"{routed[method]} packets routed by {method}, want at least {n}")
-    for spec in a.routed_max:
-        method, n = spec.split("=")
-        if routed[method] > int(n):
-            failures.append(f"{routed[method]} packets routed by {method}, want at most {n}")
+    failures += routed_failures(routed, a.routed_min, a.routed_max)
     print(f"  {a.tag}: quicsteer followed {total['migrations']} migrations (a known CID from a new 4-tuple)")
     if total["migrations"] < a.min_migrations:
         failures.append(f"quicsteer followed {total['migrations']} migrations, want at least {a.min_migrations}")
