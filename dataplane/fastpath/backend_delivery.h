@@ -70,10 +70,12 @@ class DeliveryPlan {
   std::vector<DeliverySlot> slots_;         // by slot
 };
 
-// Applies the backend's delivery to m (dataplane/fastpath/delivery.h's deliver()):
-// for ipip and vxlan the outer headers go into the mbuf's headroom, with no
-// copy of the frame. Anything but kOk leaves m as it was, for the caller to
-// drop under the status's reason.
+// Applies the backend's delivery, whose mode is kMode, to m
+// (dataplane/fastpath/delivery.h's deliver_as()): for ipip and vxlan the
+// outer headers go into the mbuf's headroom, with no copy of the frame.
+// Anything but kOk leaves m as it was, for the caller to drop under the
+// status's reason.
+template <DeliveryMode kMode>
 inline DeliveryStatus deliver_mbuf(const BackendTemplate& t, rte_mbuf* m, const SteerMeta& meta,
                                    std::uint32_t flow_hash) {
   std::uint8_t* frame = rte_pktmbuf_mtod(m, std::uint8_t*);
@@ -81,11 +83,11 @@ inline DeliveryStatus deliver_mbuf(const BackendTemplate& t, rte_mbuf* m, const 
     // The profile's data room holds a whole frame of the port's MTU, so a
     // frame in several segments is larger than the MTU already: l2 only
     // rewrites its MACs (in the first segment), the tunnels cannot carry it.
-    if (t.mode == DeliveryMode::kIpip || t.mode == DeliveryMode::kVxlan) return DeliveryStatus::kTooBig;
-    if (t.mode == DeliveryMode::kL2) std::memcpy(frame, t.macs.data(), t.macs.size());
+    if constexpr (kMode == DeliveryMode::kIpip || kMode == DeliveryMode::kVxlan) return DeliveryStatus::kTooBig;
+    if constexpr (kMode == DeliveryMode::kL2) std::memcpy(frame, t.macs.data(), t.macs.size());
     return DeliveryStatus::kOk;
   }
-  const DeliveryResult r = deliver(t, frame, rte_pktmbuf_data_len(m), rte_pktmbuf_headroom(m),
+  const DeliveryResult r = deliver_as<kMode>(t, frame, rte_pktmbuf_data_len(m), rte_pktmbuf_headroom(m),
                                    std::uint16_t(meta.l3_offset()), (meta.flags & kSteerMetaIpv6) != 0, flow_hash);
   if (r.status != DeliveryStatus::kOk) return r.status;
   // The frame now starts at r.frame (the prefix's length before the IP

@@ -225,10 +225,17 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
-// A warm burst starts at the third.
-template <typename Act>
+// A warm burst starts at the third. `ahead(frame)` is called there on each
+// packet's frame, a whole burst of bookkeeping before `act` writes it: where
+// `act` writes outside the lines already asked for (the encapsulations'
+// headroom), that is where to prefetch them.
+struct NothingAhead {
+  void operator()(const std::uint8_t*) const {}
+};
+
+template <typename Act, typename Ahead = NothingAhead>
 inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, const SteerMeta* metas, unsigned n,
-                                 std::uint64_t now, OwnerStats& stats, Act&& act) {
+                                 std::uint64_t now, OwnerStats& stats, Act&& act, Ahead&& ahead = {}) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   const std::uint8_t* frame[kMaxStageBurst];
@@ -256,6 +263,7 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     // bookkeeping below.
     for (unsigned i = 0; i < k; ++i) {
       frame[i] = rte_pktmbuf_mtod(b[i], const std::uint8_t*);
+      ahead(frame[i]);
       hash[i] = 0;
       if (!(meta(i).flags & kSteerMetaQuic)) continue;
       hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);

@@ -108,6 +108,10 @@ EncapTemplate build_encap(const DeliveryConfig& d, const BackendConfig& b, const
     }
   }
   e.prefix_len = std::uint8_t(next - p);
+  // deliver_as copies the prefix by this length as a constant.
+  if (e.prefix_len != encap_prefix_len(d.mode, e.outer_ipv6))
+    throw std::logic_error("delivery: a prefix of " + std::to_string(e.prefix_len) + " octets, not " +
+                           std::to_string(encap_prefix_len(d.mode, e.outer_ipv6)));
   return e;
 }
 

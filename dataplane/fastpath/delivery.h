@@ -181,52 +181,74 @@ inline std::uint16_t sum_be16(const std::uint8_t* p, std::uint32_t len) {
 
 }  // namespace delivery_detail
 
-// Delivers one frame by `t`. frame: its first octet, with `headroom` writable
-// octets before it; len: its octets contiguous from `frame` (an mbuf's
-// data_len: a frame whose IP packet does not all lie in the first segment
-// is kMalformed, never read past); l3_offset: where its IP header starts
-// (after Ethernet and any VLAN tags, as ParsedPacket::l3_offset); ipv6: its
-// family; flow_hash: the connection's entropy (VXLAN source port, IPv6 outer
-// flow label), the same for every packet of a connection.
-//
-// On kOk the octets to send are [result.frame, result.frame + result.len):
-// for ipip and vxlan that starts prefix_len - l3_offset octets before
-// `frame` and ends with the inner IP packet (Ethernet padding after it is
-// left out); for as-is and l2 it is the frame. With an mbuf: prepend
-// (frame - result.frame) octets (an l3_offset longer than the prefix cannot
-// happen: the shortest prefix is 34 octets, the longest Ethernet header 22),
-// then trim to result.len. Otherwise the frame is untouched.
-inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std::uint32_t len,
-                              std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t flow_hash) {
-  using namespace delivery_detail;
-  const std::uint8_t* ip = frame + l3_offset;
-  if (len < l3_offset + (ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
-  const std::uint32_t ip_len = ipv6 ? kIpv6HeaderLen + get16(ip + 4) : get16(ip + 2);
-  if (ip_len > len - l3_offset || (!ipv6 && ip_len < kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
+// The octets in front of the inner IP packet for a mode and outer family:
+// what EncapTemplate::prefix_len holds, as a constant for the per-packet
+// copy (a copy of known length is a few vector moves, not a call).
+constexpr std::uint32_t encap_prefix_len(DeliveryMode mode, bool outer_ipv6) {
+  return kEthernetLen + delivery_overhead(mode, outer_ipv6);
+}
 
-  if (t.mode == DeliveryMode::kAsIs || t.mode == DeliveryMode::kL2) {
-    if (ip_len > t.mtu) return {nullptr, 0, DeliveryStatus::kTooBig};
-    if (t.mode == DeliveryMode::kL2) std::memcpy(frame, t.macs.data(), t.macs.size());
-    return {frame, len, DeliveryStatus::kOk};
+namespace delivery_detail {
+
+// The one's-complement sum (unfolded) of an inner IP packet of ip_len
+// octets, for vxlan's outer UDP checksum over IPv6. When the packet is one
+// unfragmented UDP datagram with a checksum (always so over IPv6, and for
+// every QUIC stack over IPv4), that checksum already makes the datagram's
+// sum the complement of its pseudo-header's, so only the IP header is read
+// (Linux's local checksum offload, Documentation/networking/checksum-
+// offloads.rst): the payload is not touched. The outer checksum is then
+// valid exactly when the inner one is, so a corrupted datagram is dropped by
+// the backend's VXLAN device instead of its UDP socket, as it would have
+// been. Anything else (no UDP checksum, a fragment, extension headers, a UDP
+// length that disagrees with the IP packet's) is summed whole.
+inline std::uint64_t inner_packet_sum(const std::uint8_t* ip, std::uint32_t ip_len, bool ipv6) {
+  constexpr std::uint8_t kUdp = 17;
+  std::uint32_t header_len;
+  std::uint64_t pseudo;  // the inner datagram's pseudo-header, less its addresses for IPv6 (see below)
+  if (!ipv6) {
+    header_len = (ip[0] & 0x0fu) * 4u;
+    if (ip[9] != kUdp || (get16(ip + 6) & 0x3fff) || header_len < kIpv4HeaderLen) return sum_be16(ip, ip_len);
+    pseudo = get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18);
+  } else {
+    header_len = kIpv6HeaderLen;
+    if (ip[6] != kUdp) return sum_be16(ip, ip_len);
+    pseudo = 0;
   }
+  const std::uint8_t* udp = ip + header_len;
+  if (ip_len < header_len + kUdpHeaderLen) return sum_be16(ip, ip_len);
+  const std::uint32_t udp_len = get16(udp + 4);
+  if (udp_len != ip_len - header_len || get16(udp + 6) == 0) return sum_be16(ip, ip_len);
+  // sum(datagram) = ~sum(pseudo-header). Over IPv6 the header's addresses
+  // are the pseudo-header's and cancel: only its first 8 octets are summed.
+  pseudo += udp_len + kUdp;
+  const std::uint64_t header = ipv6 ? sum_be16(ip, 8) : sum_be16(ip, header_len);
+  return header + std::uint16_t(~fold(pseudo));
+}
 
-  const EncapTemplate& e = t.encap[ipv6];
-  const std::uint32_t outer_len = e.prefix_len - kEthernetLen + ip_len;  // the IP packet leaving
+// One encapsulating mode (ipip or vxlan) and outer family: the prefix's
+// length and every offset in it are constants.
+template <DeliveryMode kMode, bool kOuterIpv6>
+inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate& e, std::uint8_t* frame,
+                                  std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t ip_len,
+                                  std::uint32_t flow_hash) {
+  constexpr std::uint32_t kPrefix = encap_prefix_len(kMode, kOuterIpv6);
+  const std::uint8_t* ip = frame + l3_offset;
+  const std::uint32_t outer_len = kPrefix - kEthernetLen + ip_len;  // the IP packet leaving
   if (outer_len > t.mtu) return {nullptr, 0, DeliveryStatus::kTooBig};
-  if (e.prefix_len > headroom + l3_offset) return {nullptr, 0, DeliveryStatus::kNoHeadroom};
+  if (kPrefix > headroom + l3_offset) return {nullptr, 0, DeliveryStatus::kNoHeadroom};
   // The prefix ends where the inner IP header starts; it overwrites the
   // frame's Ethernet header and VLAN tags, which nothing below reads.
-  std::uint8_t* out = frame + l3_offset - e.prefix_len;
-  std::memcpy(out, e.prefix.data(), e.prefix_len);
+  std::uint8_t* out = frame + l3_offset - kPrefix;
+  std::memcpy(out, e.prefix.data(), kPrefix);
   std::uint8_t* oip = out + kEthernetLen;
   std::uint8_t* udp;
-  if (!e.outer_ipv6) {
+  if constexpr (!kOuterIpv6) {
     // ipip copies the inner IPv4 DF (an IPv6 inner packet is never
     // fragmented on the way: DF); vxlan always sets it (prefix).
-    const std::uint32_t df =
-        t.mode == DeliveryMode::kIpip && (ipv6 || (ip[6] & 0x40)) ? 0x4000 : 0;
+    std::uint32_t df = 0;
+    if constexpr (kMode == DeliveryMode::kIpip) df = ipv6 || (ip[6] & 0x40) ? 0x4000 : 0;
     put16(oip + 2, outer_len);
-    put16(oip + 6, df | get16(oip + 6));
+    if constexpr (kMode == DeliveryMode::kIpip) oip[6] = std::uint8_t(df >> 8);  // the prefix's flags are 0
     put16(oip + 10, std::uint16_t(~fold(std::uint64_t(e.partial_sum) + outer_len + df)));
     udp = oip + kIpv4HeaderLen;
   } else {
@@ -236,25 +258,77 @@ inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std
     put16(oip + 4, outer_len - kIpv6HeaderLen);
     udp = oip + kIpv6HeaderLen;
   }
-  if (t.mode == DeliveryMode::kVxlan) {
+  if constexpr (kMode == DeliveryMode::kVxlan) {
     // RFC 7348 section 5: a source port from the inner flow's hash, in the
     // dynamic range 49152..65535.
     const std::uint32_t sport = 0xc000 | ((flow_hash ^ (flow_hash >> 14) ^ (flow_hash >> 28)) & 0x3fff);
-    const std::uint32_t udp_len = outer_len - (e.outer_ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen);
+    const std::uint32_t udp_len = outer_len - (kOuterIpv6 ? kIpv6HeaderLen : kIpv4HeaderLen);
     put16(udp, sport);
     put16(udp + 4, udp_len);
-    if (e.outer_ipv6) {
+    if constexpr (kOuterIpv6) {
       // Over IPv4 the outer UDP checksum stays 0 (RFC 7348 section 5
       // allows it). Over IPv6 a zero checksum is legal for tunnels only by
       // RFC 6935/6936 opt-in, and Linux's vxlan drops such datagrams unless
-      // the device was created with udp6zerocsumrx: compute it. The only
-      // pass over the payload on the data path.
-      const std::uint64_t sum = std::uint64_t(e.partial_sum) + 2 * udp_len + sport + sum_be16(ip, ip_len);
+      // the device was created with udp6zerocsumrx: compute it, from the
+      // inner datagram's own checksum where it has one (inner_packet_sum).
+      const std::uint64_t sum =
+          std::uint64_t(e.partial_sum) + 2 * udp_len + sport + inner_packet_sum(ip, ip_len, ipv6);
       const std::uint16_t c = std::uint16_t(~fold(sum));
       put16(udp + 6, c ? c : 0xffff);  // RFC 8200 section 8.1: 0 goes as 0xffff
     }
   }
-  return {out, e.prefix_len + ip_len, DeliveryStatus::kOk};
+  return {out, kPrefix + ip_len, DeliveryStatus::kOk};
+}
+
+}  // namespace delivery_detail
+
+// Delivers one frame by `t`, whose mode is kMode. frame: its first octet,
+// with `headroom` writable octets before it; len: its octets contiguous from
+// `frame` (an mbuf's data_len: a frame whose IP packet does not all lie in
+// the first segment is kMalformed, never read past); l3_offset: where its IP
+// header starts (after Ethernet and any VLAN tags, as
+// ParsedPacket::l3_offset); ipv6: its family; flow_hash: the connection's
+// entropy (VXLAN source port, IPv6 outer flow label), the same for every
+// packet of a connection.
+//
+// On kOk the octets to send are [result.frame, result.frame + result.len):
+// for ipip and vxlan that starts prefix_len - l3_offset octets before
+// `frame` and ends with the inner IP packet (Ethernet padding after it is
+// left out); for as-is and l2 it is the frame. With an mbuf: prepend
+// (frame - result.frame) octets (an l3_offset longer than the prefix cannot
+// happen: the shortest prefix is 34 octets, the longest Ethernet header 22),
+// then trim to result.len. Otherwise the frame is untouched.
+template <DeliveryMode kMode>
+inline DeliveryResult deliver_as(const BackendTemplate& t, std::uint8_t* frame, std::uint32_t len,
+                                 std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t flow_hash) {
+  using namespace delivery_detail;
+  const std::uint8_t* ip = frame + l3_offset;
+  if (len < l3_offset + (ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
+  const std::uint32_t ip_len = ipv6 ? kIpv6HeaderLen + get16(ip + 4) : get16(ip + 2);
+  if (ip_len > len - l3_offset || (!ipv6 && ip_len < kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
+
+  if constexpr (kMode == DeliveryMode::kAsIs || kMode == DeliveryMode::kL2) {
+    if (ip_len > t.mtu) return {nullptr, 0, DeliveryStatus::kTooBig};
+    if constexpr (kMode == DeliveryMode::kL2) std::memcpy(frame, t.macs.data(), t.macs.size());
+    return {frame, len, DeliveryStatus::kOk};
+  } else {
+    const EncapTemplate& e = t.encap[ipv6];
+    return e.outer_ipv6 ? encapsulate<kMode, true>(t, e, frame, headroom, l3_offset, ipv6, ip_len, flow_hash)
+                        : encapsulate<kMode, false>(t, e, frame, headroom, l3_offset, ipv6, ip_len, flow_hash);
+  }
+}
+
+// deliver_as by the template's own mode.
+inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std::uint32_t len,
+                              std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t flow_hash) {
+  switch (t.mode) {
+    case DeliveryMode::kAsIs: return deliver_as<DeliveryMode::kAsIs>(t, frame, len, headroom, l3_offset, ipv6, flow_hash);
+    case DeliveryMode::kL2: return deliver_as<DeliveryMode::kL2>(t, frame, len, headroom, l3_offset, ipv6, flow_hash);
+    case DeliveryMode::kIpip: return deliver_as<DeliveryMode::kIpip>(t, frame, len, headroom, l3_offset, ipv6, flow_hash);
+    case DeliveryMode::kVxlan:
+      return deliver_as<DeliveryMode::kVxlan>(t, frame, len, headroom, l3_offset, ipv6, flow_hash);
+  }
+  return {nullptr, 0, DeliveryStatus::kMalformed};
 }
 
 // Writes the whole Ethernet frame that answers `frame` (too big once

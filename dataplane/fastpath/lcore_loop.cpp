@@ -240,7 +240,7 @@ template <DeliveryMode kMode>
   }
   if constexpr (kMode != DeliveryMode::kAsIs) {
     const BackendTemplate& t = d.templates[slot];
-    const DeliveryStatus status = deliver_mbuf(t, m, meta, hash);
+    const DeliveryStatus status = deliver_mbuf<kMode>(t, m, meta, hash);
     if (status != DeliveryStatus::kOk) [[unlikely]] {
       if (status == DeliveryStatus::kMalformed) {
         // Its IP header's lengths disagree with the frame: nothing to send.
@@ -296,14 +296,29 @@ void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** 
   unsigned kept = 0;
   BackendTally tally;
   const BackendDelivery d{plan.slot_table(), plan.templates(), plan.slots(), c.backend_counters, plan.l2_checks_mtu()};
-  run_connection_burst(c.shard, pkts, metas, n, now, s,
-                       [&, d](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
-                         if constexpr (kCost) spin_cycles(c.cost_cycles);
-                         if (deliver_to_backend<kMode>(c, plan, d, tally, m, meta, outcome, hash, now)) {
-                           tsan_release(m);  // it goes into a device from here (tsan.h)
-                           pkts[kept++] = m;
-                         }
-                       });
+  run_connection_burst(
+      c.shard, pkts, metas, n, now, s,
+      [&, d](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
+        if constexpr (kCost) spin_cycles(c.cost_cycles);
+        if (deliver_to_backend<kMode>(c, plan, d, tally, m, meta, outcome, hash, now)) {
+          tsan_release(m);  // it goes into a device from here (tsan.h)
+          pkts[kept++] = m;
+        }
+      },
+      [](const std::uint8_t* frame) {
+        // The tunnels write their outer headers into the headroom, up to
+        // kBefore octets in front of the frame: lines nothing else touches,
+        // cold in every mbuf. Asked for now, they arrive while the burst's
+        // bookkeeping runs instead of stalling each packet's encapsulation.
+        // (For writing; DPDK 22.11's rte_prefetch0_write, which wraps this
+        // builtin, is still experimental.)
+        if constexpr (kMode == DeliveryMode::kIpip || kMode == DeliveryMode::kVxlan) {
+          constexpr std::uint32_t kBefore =
+              std::max(encap_prefix_len(kMode, false), encap_prefix_len(kMode, true)) - kEthernetLen;
+          __builtin_prefetch(frame - 1, 1, 3);
+          __builtin_prefetch(frame - kBefore, 1, 3);
+        }
+      });
   tally.flush(c.backend_counters);
   // Dropped packets were counted as processed when the burst went in.
   if (kept != n) s.processed.sub(n - kept);

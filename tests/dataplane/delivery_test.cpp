@@ -199,17 +199,88 @@ TEST(Delivery, VxlanMixedFamilies) {
   }
 }
 
+// The inner datagram's own UDP checksum, written anew after its bytes were
+// changed.
+void set_inner_udp_checksum(std::vector<std::uint8_t>& frame, bool v6) {
+  std::uint8_t* ip = frame.data() + 14;
+  std::uint8_t* udp = ip + (v6 ? 40 : 20);
+  const std::size_t udp_len = frame.size() - 14 - (v6 ? 40 : 20);
+  udp[6] = udp[7] = 0;
+  std::uint16_t c = traffic::udp_checksum(ip + (v6 ? 8 : 12), ip + (v6 ? 24 : 16), v6 ? 16 : 4, udp, udp_len);
+  if (c == 0) c = 0xffff;
+  udp[6] = std::uint8_t(c >> 8);
+  udp[7] = std::uint8_t(c);
+}
+
+// A backend reached over IPv6 only: every inner family leaves in an IPv6
+// outer header, with a UDP checksum.
+BackendTemplate make_vxlan_over_ipv6() { return make(DeliveryMode::kVxlan, false, true); }
+
 TEST(Delivery, VxlanUdp6ChecksumOverManyLengthsAndHashes) {
   std::mt19937 rng(7);
-  const auto t = make(DeliveryMode::kVxlan);
+  const auto t = make_vxlan_over_ipv6();
   for (std::uint32_t ip_len = 48; ip_len < 1400; ip_len += 1 + rng() % 97) {
     for (const bool v6 : {false, true}) {
       auto frame = client_frame(v6, ip_len);
       for (std::size_t i = 14 + (v6 ? 48 : 28); i < frame.size(); ++i) frame[i] = std::uint8_t(rng());
+      set_inner_udp_checksum(frame, v6);
       Buffer b(frame, kHeadroom);
       const auto r = b.deliver(t, v6, 14, std::uint32_t(rng()));
       ASSERT_EQ(r.status, DeliveryStatus::kOk);
-      if (v6) expect_udp6_checksum_ok(r.frame + 14);
+      expect_udp6_checksum_ok(r.frame + 14);
+      expect_inner_intact(r, 84, frame);
+    }
+  }
+}
+
+// The outer UDP checksum over IPv6 is derived from the inner datagram's own
+// (its payload is not read): a datagram corrupted on the way to quicsteer
+// leaves with an outer checksum that fails too, and the backend's VXLAN
+// device drops it where its UDP socket would have.
+TEST(Delivery, VxlanUdp6ChecksumFollowsTheInnerOne) {
+  const auto t = make_vxlan_over_ipv6();
+  for (const bool v6 : {false, true}) {
+    auto frame = client_frame(v6, 300);
+    frame[14 + (v6 ? 40 : 20) + 8 + 50] ^= 0x5a;  // a payload octet, after its checksum was written
+    Buffer b(frame, kHeadroom);
+    const auto r = b.deliver(t, v6, 14, kHash);
+    ASSERT_EQ(r.status, DeliveryStatus::kOk);
+    const std::uint8_t* oip = r.frame + 14;
+    const std::uint32_t udp_len = std::uint32_t(oip[4]) << 8 | oip[5];
+    EXPECT_NE(traffic::udp_checksum(oip + 8, oip + 24, 16, oip + 40, udp_len), 0) << (v6 ? "IPv6" : "IPv4");
+  }
+}
+
+// Where the inner datagram's checksum says nothing of its payload, the whole
+// inner packet is summed: an IPv4 datagram without a checksum (0), a UDP
+// length short of the IP packet (octets after the datagram), and a fragment.
+TEST(Delivery, VxlanUdp6ChecksumSumsWhatTheInnerOneDoesNotCover) {
+  const auto t = make_vxlan_over_ipv6();
+  std::mt19937 rng(11);
+  for (int kase = 0; kase < 3; ++kase) {
+    for (const bool v6 : {false, true}) {
+      if (v6 && kase != 1) continue;  // IPv6 always has a checksum, and fragments carry a header of their own
+      auto frame = client_frame(v6, 333);
+      std::uint8_t* ip = frame.data() + 14;
+      std::uint8_t* udp = ip + (v6 ? 40 : 20);
+      for (std::size_t i = 14 + (v6 ? 48 : 28); i < frame.size(); ++i) frame[i] = std::uint8_t(rng());
+      if (kase == 0) udp[6] = udp[7] = 0;
+      if (kase == 1) {
+        udp[5] = std::uint8_t(udp[5] - 8);  // the datagram ends 8 octets before the IP packet does
+        set_inner_udp_checksum(frame, v6);
+        frame[frame.size() - 3] ^= 0xff;  // after the datagram: its checksum does not cover it
+      }
+      if (kase == 2) {
+        ip[6] = 0x20;  // more fragments
+        set_inner_udp_checksum(frame, v6);
+        frame[frame.size() - 5] ^= 0xff;
+      }
+      Buffer b(frame, kHeadroom);
+      const auto r = b.deliver(t, v6, 14, kHash);
+      ASSERT_EQ(r.status, DeliveryStatus::kOk);
+      SCOPED_TRACE(kase);
+      expect_udp6_checksum_ok(r.frame + 14);
+      expect_inner_intact(r, 84, frame);
     }
   }
 }
