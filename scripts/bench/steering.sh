@@ -62,7 +62,8 @@ cases = {n: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(
 def memory(n):
     # Every repetition's table on the same kind of pages, or all of them named.
     kinds = sorted(pages[n])
-    return "; ".join(f"{p:.0f} kB pages" + (f" ({t:.0f} kB of them transparent huge pages)" if t else "")
+    return "; ".join((f"{p:.0f} kB pages" if p else "pages unknown (no /proc/self/smaps entry)")
+                     + (f" ({t:.0f} kB of them transparent huge pages)" if t else "")
                      for p, t in kinds)
 table_memory = {n: memory(n) for n in pages}
 for n in table_memory:
@@ -91,8 +92,8 @@ for n in sorted(cases, key=lambda n: order.index(n) if n in order else len(order
     print(f"{n:24} {c['median_ns']:8.2f} {c['min_ns']:7.2f}..{c['max_ns']:<7.2f} {r:8.2f}x  {verdict}")
 for n, v in per_table.items():
     print(f"{n:24} {statistics.median(t for t, _ in v):8.2f} {v[0][1]} per run (not per packet)")
-for n, m in table_memory.items():
-    print(f"{n}: forwarding tables on {m}")
+for n in pages:
+    print(f"{n}: forwarding tables on {table_memory[n]}")
 if out:
     json.dump({"cpu": cpu, "burst": 32, "unit": "ns per packet", "cases": cases, "ratios": ratios,
                "table_memory": table_memory,
