@@ -24,7 +24,7 @@
 # packet (quicsteer: TSC time of the lcore's iterations that moved packets;
 # testpmd: --record-core-cycles, the same measure); and each CPU's split into
 # user, system, softirq and idle from /proc/stat over the sender's window.
-# Prints the medians and the ratios quicsteer / testpmd, and what the figures
+# Prints the medians, their spread (min..max) and the ratios quicsteer / testpmd, and what the figures
 # say bounds both; writes results/afxdp.json (or --json FILE). As root (network
 # namespaces). QS_BUILD_DIR picks the build directory (./build).
 source "$(dirname "$0")/lib/common.sh"
@@ -271,11 +271,14 @@ for k in kinds:
     for c in rounds[k][0]["cpus"]:
         for part in ("user", "system", "softirq", "idle", "steal"):
             summary[k][f"{c}_{part}"] = statistics.median(x["cpus"][c][part] for x in rounds[k])
+# The spread of the rounds: min and max of the figures that vary.
+spread_fields = ("sender_pps", "received_pps", "sender_cpu", "app_cpu", "busy_cycles_per_packet", "lcore_busy_share")
+spread = {k: {f: [min(x[f] for x in rounds[k]), max(x[f] for x in rounds[k])] for f in spread_fields} for k in kinds}
 ratios = {"received_pps_quicsteer_vs_testpmd": summary["quicsteer"]["received_pps"] / summary["testpmd"]["received_pps"],
           "busy_cycles_per_packet_quicsteer_vs_testpmd":
               summary["quicsteer"]["busy_cycles_per_packet"] / summary["testpmd"]["busy_cycles_per_packet"]}
 json.dump({"benchmark": "afxdp", "cpu": cpu, "packets_per_round": packets, "runs": runs,
-           "memory": "ordinary pages (--no-huge)", "summary": summary, "ratios": ratios, "rounds": rounds},
+           "memory": "ordinary pages (--no-huge)", "summary": summary, "spread": spread, "ratios": ratios, "rounds": rounds},
           open(out, "w"), indent=2)
 print(f"{'':10} {'sent/s':>9} {'recv/s':>9} {'imissed':>8} {'veth drop':>9} {'cyc/pkt':>8} "
       f"{'sender CPU':>10} {'app CPU':>8}   CPU0 usr/sys/si/idle   CPU1 usr/sys/si/idle")
@@ -285,6 +288,13 @@ for k in kinds:
           f"{s['busy_cycles_per_packet']:8.0f} {s['sender_cpu']:10.2f} {s['app_cpu']:8.2f}   "
           + "   ".join("/".join(f"{s[f'{c}_{p}']:.2f}" for p in ("user", "system", "softirq", "idle"))
                        for c in ("cpu0", "cpu1")))
+for k in kinds:
+    sp = spread[k]
+    print(f"{k:10} min..max over {runs} rounds: sent/s {sp['sender_pps'][0]:.0f}..{sp['sender_pps'][1]:.0f}, "
+          f"recv/s {sp['received_pps'][0]:.0f}..{sp['received_pps'][1]:.0f}, "
+          f"cyc/pkt {sp['busy_cycles_per_packet'][0]:.0f}..{sp['busy_cycles_per_packet'][1]:.0f}, "
+          f"lcore busy {100 * sp['lcore_busy_share'][0]:.0f}..{100 * sp['lcore_busy_share'][1]:.0f}%, "
+          f"sender CPU {sp['sender_cpu'][0]:.2f}..{sp['sender_cpu'][1]:.2f}")
 for k, v in ratios.items():
     print(f"ratio {k}: {v:.2f}")
 for k in kinds:

@@ -36,7 +36,9 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <optional>
 #include <random>
@@ -249,17 +251,69 @@ qs::SlotMemory hugepage_slot_memory() {
                         nullptr};
 }
 
+// What backs a mapping: the kernel's page size for the one that holds `p`
+// and how much of it transparent huge pages back (/proc/self/smaps), so that
+// a figure says which pages its table really had: MAP_HUGETLB gives 2 MB
+// pages or fails, and the heap's 4 KB pages may still be THP-backed.
+struct Pages {
+  double kernel_page_kb = 0;
+  double anon_huge_kb = 0;
+};
+Pages pages_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  Pages pages;
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    double kb = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {
+      if (inside) break;  // past the mapping
+      inside = lo <= a && a < hi;
+    } else if (inside && std::sscanf(line.c_str(), "KernelPageSize: %lf kB", &kb) == 1) {
+      pages.kernel_page_kb = kb;
+    } else if (inside && std::sscanf(line.c_str(), "AnonHugePages: %lf kB", &kb) == 1) {
+      pages.anon_huge_kb = kb;
+    }
+  }
+  return pages;
+}
+
+// Another SlotMemory that remembers where the first table it gave memory
+// went (ForwardingTables allocates the established table first: the one a
+// hit reads).
+struct RecordedMemory {
+  qs::SlotMemory inner;
+  void* first = nullptr;
+  qs::SlotMemory memory() {
+    return qs::SlotMemory{[](std::size_t bytes, void* context) -> void* {
+                            auto* self = static_cast<RecordedMemory*>(context);
+                            void* m = self->inner.allocate(bytes, self->inner.context);
+                            if (self->first == nullptr) self->first = m;
+                            return m;
+                          },
+                          [](void* m, void* context) {
+                            auto* self = static_cast<RecordedMemory*>(context);
+                            self->inner.release(m, self->inner.context);
+                          },
+                          this};
+  }
+};
+
 // The fixture profile with forwarding tables of the default size, filled with
 // 200 000 learned entries (the frames' DCIDs among them when `learn_frames`),
 // so that lookups run in a table far beyond the caches, as a loaded appliance's.
-// `memory`: where the tables live (the heap's 4 KB pages by default).
+// `memory`: where the tables live (the heap's 4 KB pages by default); the
+// counters table_page_kb and table_thp_kb say what backed the established
+// table.
 void run_with_tables(benchmark::State& state, bool learn_frames, qs::ResolveMethod expected,
                      qs::SlotMemory memory = qs::heap_slot_memory()) {
   const FrameSet set = make_frames(-1);
   qs::SteeringConfig config = qs::test::fixture_steering_config();
+  RecordedMemory recorded{memory};
   std::optional<qs::ForwardingTables> holder;
   try {
-    holder.emplace(config.forwarding, config.fallback_key, memory);
+    holder.emplace(config.forwarding, config.fallback_key, recorded.memory());
   } catch (const std::bad_alloc&) {
     state.SkipWithError("no room for the tables (hugepages: reserve them, scripts/setup.sh does as root)");
     return;
@@ -276,6 +330,9 @@ void run_with_tables(benchmark::State& state, bool learn_frames, qs::ResolveMeth
     }
   }
   run_classify_burst(state, set, expected, c);
+  const Pages pages = pages_of(recorded.first);  // after the run: every page touched
+  state.counters["table_page_kb"] = pages.kernel_page_kb;
+  state.counters["table_thp_kb"] = pages.anon_huge_kb;
 }
 
 void BM_learned_hit(benchmark::State& state) { run_with_tables(state, true, qs::ResolveMethod::kLearnedCid); }
