@@ -96,6 +96,11 @@ struct PollingConfig {
   // more lcores than CPUs (tests, CI, demo) still progress. 0 = never sleep.
   std::uint32_t idle_sleep_us = 0;
   std::uint32_t idle_polls_before_sleep = 256;
+  // An owner that polls no RX queue sleeps on its doorbell, once idle this
+  // long as well: waking it costs the lcore that enqueues for it an eventfd
+  // write, so short gaps are spun through. The spin takes the CPU from
+  // whatever shares it. Unset in the profile: idle_sleep_us.
+  std::uint32_t doorbell_spin_us = 0;
 };
 
 // Operating it live. Telemetry commands (rte_telemetry, /quicsteer/...) are

@@ -704,7 +704,7 @@ class ProfileDecoder {
   }
 
   void decode_polling(const Field& f) {
-    const MapReader m(d_, f, {"idle_sleep_us", "idle_polls_before_sleep"});
+    const MapReader m(d_, f, {"idle_sleep_us", "idle_polls_before_sleep", "doorbell_spin_us"});
     if (auto v = m.get("idle_sleep_us")) {
       p_.polling.idle_sleep_us = d_.integer<std::uint32_t>(*v, 0, 1000000);
       // A receiver whose every queue is parked naps for idle_sleep_us at once;
@@ -719,6 +719,11 @@ class ProfileDecoder {
     }
     if (auto v = m.get("idle_polls_before_sleep")) {
       p_.polling.idle_polls_before_sleep = d_.integer<std::uint32_t>(*v, 1, 1000000000);
+    }
+    if (auto v = m.get("doorbell_spin_us")) {
+      p_.polling.doorbell_spin_us = d_.integer<std::uint32_t>(*v, 0, 1000000);
+    } else {
+      p_.polling.doorbell_spin_us = p_.polling.idle_sleep_us;
     }
   }
 

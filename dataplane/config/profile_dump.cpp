@@ -178,6 +178,7 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "polling" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "idle_sleep_us" << YAML::Value << p.polling.idle_sleep_us;
   out << YAML::Key << "idle_polls_before_sleep" << YAML::Value << p.polling.idle_polls_before_sleep;
+  out << YAML::Key << "doorbell_spin_us" << YAML::Value << p.polling.doorbell_spin_us;
   out << YAML::EndMap;
 
   out << YAML::Key << "stats" << YAML::Value << YAML::BeginMap;

@@ -149,8 +149,8 @@ struct LcoreContext {
   std::uint64_t tx_flush_tsc = 0;  // action.tx_drain_us: a partial TX burst waits at most this long
   std::uint64_t idle_timeout_tsc = 0;
   std::uint32_t idle_sleep_us = 0;
-  std::uint64_t idle_sleep_tsc = 0;
   std::uint32_t idle_polls_before_sleep = 256;
+  std::uint64_t doorbell_spin_tsc = 0;  // PollingConfig::doorbell_spin_us
 };
 
 // The lcore entry point for rte_eal_remote_launch; arg is a LcoreContext*.

@@ -633,6 +633,7 @@ int lcore_main(void* arg) {
   bool prev_busy = false;
   unsigned idle = 0;           // empty iterations in a row
   std::uint64_t idle_since = 0;
+  bool napped_idle = false;    // slept, and found nothing to do since waking
   RunState state;
   rte_rcu_qsbr_thread_online(c.rcu, c.rcu_thread);
   while ((state = c.state->load(std::memory_order_relaxed)) != RunState::kStop) {
@@ -682,6 +683,7 @@ int lcore_main(void* arg) {
     prev_busy = work != 0;
     if (work != 0) {
       idle = 0;
+      napped_idle = false;
       continue;
     }
     if (idle++ == 0) {
@@ -690,19 +692,24 @@ int lcore_main(void* arg) {
       if (owner) flush_tx(c, now);
     }
     // Waking a doorbell sleeper costs the producer a syscall, so an owner
-    // sleeps on it only once it has been idle for as long as one nap: short
-    // gaps between bursts are spun through. A receiver whose every queue is
+    // sleeps on it only once it has been idle for doorbell_spin_us (by
+    // default as long as one nap): short gaps between bursts are spun through. A receiver whose every queue is
     // parked has nothing to poll until its owners empty their rings to the low watermark,
-    // which takes far longer than a nap: it naps at once.
+    // which takes far longer than a nap: it naps at once. So does an lcore that
+    // woke from a nap (or a doorbell timeout) to nothing: spinning pays only
+    // in the gaps of a burst, and between naps it would take the CPU, on the
+    // machines that nap at all, from the processes the traffic is for.
     const bool nap = c.idle_sleep_us != 0 &&
-                     ((idle >= c.idle_polls_before_sleep &&
-                       (c.doorbell == nullptr || now - idle_since >= c.idle_sleep_tsc)) ||
+                     (napped_idle ||
+                      (idle >= c.idle_polls_before_sleep &&
+                       (c.doorbell == nullptr || now - idle_since >= c.doorbell_spin_tsc)) ||
                       (!owner && all_queues_parked(c)));
     if (!nap) {
       rte_pause();
       continue;
     }
     idle = 0;
+    napped_idle = true;
     if (owner) flush_tx(c, now);
     c.loop_stats.idle_sleeps.add();
     // An owner held by its TX queue has work in its rings: the doorbell would

@@ -246,8 +246,8 @@ void Dataplane::build_lcores() {
     ctx->tx_flush_tsc = us_to_tsc(profile_.action.tx_drain_us);
     ctx->idle_timeout_tsc = us_to_tsc(std::uint64_t(profile_.action.idle_timeout_ms) * 1000);
     ctx->idle_sleep_us = profile_.polling.idle_sleep_us;
-    ctx->idle_sleep_tsc = us_to_tsc(profile_.polling.idle_sleep_us);
     ctx->idle_polls_before_sleep = profile_.polling.idle_polls_before_sleep;
+    ctx->doorbell_spin_tsc = us_to_tsc(profile_.polling.doorbell_spin_us);
     ctx->tsc_per_ms = tsc_per_ms;
     if (forwarding_ && !l.rx.empty() && !sweeper_chosen) {
       // One lcore ages the shared tables (expire() has one caller at a time).

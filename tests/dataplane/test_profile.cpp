@@ -230,6 +230,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "t.yaml:5:18: polling.idle_sleep_us", "must be in 0..1000000, got 1000001"},
         BadProfile{"idle_polls_zero", kBase + "polling:\n  idle_polls_before_sleep: 0\n",
                    "t.yaml:5:28: polling.idle_polls_before_sleep", "must be in 1..1000000000, got 0"},
+        BadProfile{"doorbell_spin_above_1s", kBase + "polling:\n  doorbell_spin_us: 1000001\n",
+                   "t.yaml:5:21: polling.doorbell_spin_us", "must be in 0..1000000, got 1000001"},
         BadProfile{"stats_period_50ms", kBase + "stats:\n  period_ms: 50\n", "t.yaml:5:14: stats.period_ms",
                    "must be 0 (off) or in 100..3600000, got 50"},
         BadProfile{"stats_period_above_1h", kBase + "stats:\n  period_ms: 3600001\n", "t.yaml:5:14: stats.period_ms",
@@ -895,6 +897,7 @@ TEST(Profile, FillsEveryDefault) {
   EXPECT_EQ(p.action.idle_timeout_ms, 30000u);
   EXPECT_EQ(p.polling.idle_sleep_us, 0u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 256u);
+  EXPECT_EQ(p.polling.doorbell_spin_us, 0u);
   EXPECT_EQ(p.stats.period_ms, 1000u);
   EXPECT_EQ(p.stats.json_path, "");
   EXPECT_EQ(p.drain.grace_s, 0);
@@ -940,7 +943,7 @@ steering:
   fallback: {key: ffeeddccbbaa99887766554433221100, vnodes: 7}
 backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 70}
 action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, idle_timeout_ms: 5}
-polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8}
+polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8, doorbell_spin_us: 7}
 stats: {period_ms: 0, json: "results/x.json"}
 drain: {grace_s: 2.5}
 duration_s: 0.25
@@ -1004,6 +1007,7 @@ duration_s: 0.25
   EXPECT_EQ(p.action.idle_timeout_ms, 5u);
   EXPECT_EQ(p.polling.idle_sleep_us, 50u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 8u);
+  EXPECT_EQ(p.polling.doorbell_spin_us, 7u);
   EXPECT_EQ(p.stats.period_ms, 0u);
   EXPECT_EQ(p.stats.json_path, "results/x.json");
   EXPECT_EQ(p.drain.grace_s, 2.5);
@@ -1012,6 +1016,17 @@ duration_s: 0.25
   // The dump of a profile that sets everything reads back to itself.
   const std::string dump = qs::dump_profile(p, qs::DumpKeys::kInFull);
   EXPECT_EQ(qs::dump_profile(qs::parse_profile(dump, "dump"), qs::DumpKeys::kInFull), dump);
+}
+
+// An owner's doorbell spin is one nap unless the profile says otherwise, and
+// the dump spells out the value taken, so that it reads back the same.
+TEST(Profile, DoorbellSpinIsOneNapUnlessSet) {
+  const qs::Profile p = qs::parse_profile(kBase + "polling: {idle_sleep_us: 40}\n", "t.yaml");
+  EXPECT_EQ(p.polling.doorbell_spin_us, 40u);
+  EXPECT_THAT(qs::dump_profile(p, qs::DumpKeys::kInFull), HasSubstr("doorbell_spin_us: 40"));
+  EXPECT_EQ(qs::parse_profile(kBase + "polling: {idle_sleep_us: 40, doorbell_spin_us: 0}\n", "t.yaml")
+                .polling.doorbell_spin_us,
+            0u);
 }
 
 TEST(Profile, DumpOfDefaultsReadsBackToItself) {
