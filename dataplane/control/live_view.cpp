@@ -9,7 +9,15 @@ void LiveView::publish(const StatsSnapshot& stats) {
 
 void LiveView::publish(const SteeringState& steering) {
   std::lock_guard lock(mutex_);
+  const std::uint64_t applied = steering_.reloads_applied, refused = steering_.reloads_refused;
   steering_ = steering;
+  steering_.reloads_applied = applied;
+  steering_.reloads_refused = refused;
+}
+
+void LiveView::count_reload(bool applied) {
+  std::lock_guard lock(mutex_);
+  ++(applied ? steering_.reloads_applied : steering_.reloads_refused);
 }
 
 void LiveView::publish(const Health& health) {

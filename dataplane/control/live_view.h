@@ -30,6 +30,7 @@ struct SteeringState {
   std::string resolved_profile;  // dump_profile of the live profile
   std::vector<unsigned> quic_lb_config_ids;
   std::size_t servers = 0;
+  // Counted by LiveView::count_reload, never by a publish (see there).
   std::uint64_t reloads_applied = 0, reloads_refused = 0;
   std::string last_reload;  // "applied: ..." or "refused: ..." (empty: none yet)
   // A reload is being read and prepared off the control loop (the live
@@ -40,7 +41,12 @@ struct SteeringState {
 class LiveView {
  public:
   void publish(const StatsSnapshot& stats);
+  // Everything but the reload counters, which stay as counted.
   void publish(const SteeringState& steering);
+  // One reload's verdict, from the control loop (a reload it read) or the
+  // telemetry thread (a path it refused before asking): both count, and a
+  // publish of a state copied before the count cannot undo it.
+  void count_reload(bool applied);
   // The control loop's latest verdict (HealthMonitor), for /healthz and
   // /quicsteer/health; "starting" until the first one.
   void publish(const Health& health);

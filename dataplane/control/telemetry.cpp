@@ -237,11 +237,13 @@ int cmd_reload(const char*, const char* params, rte_tel_data* d) {
   if (params != nullptr && *params != '\0') {
     ReloadPath confined = confine_reload_path(params, v->steering().profile_path);
     if (!confined.refusal.empty()) {
-      // Refused here, the control loop never sees it: quicsteer's log gets it
-      // from this thread (the path escaped as for telemetry, so that it cannot
-      // forge log lines).
+      // Refused here, the control loop never sees it: counted in
+      // reloads_refused from this thread, and quicsteer's log gets it from
+      // here too (the path escaped as for telemetry, so that it cannot forge
+      // log lines).
       const std::string answer = "refused: " + confined.refusal + "; steering generation " +
                                  std::to_string(v->steering().generation) + " stays live";
+      v->count_reload(false);
       std::fprintf(stderr, "quicsteer: reload (/quicsteer/reload) %s\n", telemetry_text(answer, kAnswerLimit).c_str());
       answer_text(d, answer);
       return 0;

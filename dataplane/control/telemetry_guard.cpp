@@ -140,8 +140,8 @@ std::string without_file_content(std::string_view answer) {
 // unless its own spelling stays inside, so that the refusal never tells
 // whether a file elsewhere exists; one that stays inside goes on to the
 // loader as spelled, which refuses it as any missing profile. A refusal here
-// never reaches the control loop: it is answered and logged, not counted in
-// reloads_refused.
+// never reaches the control loop: the telemetry command answers it, logs it
+// and counts it in reloads_refused (LiveView::count_reload).
 ReloadPath confine_reload_path(const std::string& requested, const std::string& profile_path) {
   namespace fs = std::filesystem;
   std::error_code ec;

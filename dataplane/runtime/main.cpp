@@ -151,18 +151,18 @@ std::string finish_reload(qs::Dataplane& dp, qs::SteeringReloader::Prepared prep
   if (!prepared.load_error.empty()) {
     answer = "refused: " + prepared.load_error + "; steering generation " + std::to_string(dp.steering_generation()) +
              " stays live";
-    ++state.reloads_refused;
+    live.count_reload(false);
   } else {
     const auto outcome = dp.apply_steering(std::move(prepared.steering));
     if (outcome.applied) {
       answer = "applied: " + outcome.message;
       live_path = prepared.path;
       resolved = std::move(prepared.resolved_profile);
-      ++state.reloads_applied;
+      live.count_reload(true);
     } else {
       answer = "refused: " + prepared.path + ": " + outcome.message + "; steering generation " +
                std::to_string(outcome.generation) + " stays live";
-      ++state.reloads_refused;
+      live.count_reload(false);
     }
   }
   state.last_reload = answer;

@@ -223,6 +223,14 @@ void stop_and_close_port(std::uint16_t port_id) {
   if (have_info && info.device != nullptr) rte_dev_remove(info.device);
 }
 
+void reap_tx_completions(std::uint16_t port_id, std::uint16_t tx_queues) {
+  for (std::uint16_t q = 0; q < tx_queues; ++q) {
+    if (rte_eth_tx_done_cleanup(port_id, q, 0) != -ENOTSUP) continue;
+    rte_mbuf* none[1];
+    rte_eth_tx_burst(port_id, q, none, 0);
+  }
+}
+
 std::string port_driver_name(std::uint16_t port_id) {
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(port_id, &info) != 0 || info.driver_name == nullptr) return "";

@@ -63,6 +63,21 @@ void stop_and_close_port(std::uint16_t port_id);
 // how many; 0 for every other driver. Call after the lcores stopped.
 unsigned free_mbufs_in_net_ring(std::uint16_t port_id);
 
+// Has the port's TX queues 0 .. tx_queues-1 give back the mbufs of frames
+// they sent and the device has finished with. DPDK 22.11's net_af_xdp keeps
+// each frame's mbuf until its completion comes back from the kernel and
+// frees it only from the next TX burst (pull_umem_cq in
+// drivers/net/af_xdp/rte_eth_af_xdp.c); stop does nothing with the rings and
+// close deletes the socket and UMEM with the completions still in the ring,
+// so the last frames' mbufs never return. It has no tx_done_cleanup
+// (rte_eth_tx_done_cleanup: -ENOTSUP), so an empty TX burst is what reaps
+// them: the driver's TX burst always pulls the completion ring and kicks
+// the kernel (kick_tx) before it returns. Drivers with tx_done_cleanup get
+// that instead. Call after the lcores stopped and before the port stops
+// (a stopped port's TX burst is a dummy); the kernel may complete frames a
+// little later, so a caller that waits for them calls this again.
+void reap_tx_completions(std::uint16_t port_id, std::uint16_t tx_queues);
+
 // The port's driver name ("net_af_xdp", "net_pcap", ...), "" if unknown.
 std::string port_driver_name(std::uint16_t port_id);
 

@@ -25,8 +25,8 @@
 # seconds, default 3); the table shows medians and min..max. Writes
 # results/e2e.json (or --json FILE) and results/e2e.png. EAL memory:
 # hugepages when enough are free, --no-huge otherwise (lib/memory.sh; the
-# output and the JSON's hardware.memory say which). bench_backpressure
-# chooses its own (--no-huge).
+# output and the JSON's hardware.memory say which); bench_backpressure runs
+# on the same (its --memory; its JSON's scenario.memory says which).
 #
 # Lcores: main 0 on CPU 0, forwarding lcores 1 on CPU 0 and 2 on CPU 1, for
 # testpmd, quicsteer and the two DPDK-native pipelines alike. The main lcores are idle
@@ -128,7 +128,7 @@ echo "e2e: back-pressure (park vs drop)"
 for cost in 3000 10000; do
   for idle in 50 10; do
     "$build/tests/bench/bench_backpressure" --runs "$runs" --seconds 1 --cost $cost --idle-sleep-us $idle \
-      --json "$work/backpressure-$cost-$idle.json" > "$work/backpressure-$cost-$idle.txt" 2>&1 ||
+      --memory "$memory" --json "$work/backpressure-$cost-$idle.json" > "$work/backpressure-$cost-$idle.txt" 2>&1 ||
       { cat "$work/backpressure-$cost-$idle.txt" >&2; exit 1; }
   done
 done

@@ -2,7 +2,7 @@
 // carry, with the offered load independent of whether anybody polls.
 //
 //   bench_backpressure [--runs N] [--seconds S] [--cost CYCLES] [--overload X]
-//                      [--idle-sleep-us N] [--json FILE]
+//                      [--idle-sleep-us N] [--memory auto|hugepages|no-huge] [--json FILE]
 //
 // net_pcap replays only when polled, so it cannot show what a parked queue
 // costs. Here the main lcore is the wire: it offers quicgen frames at a fixed
@@ -21,6 +21,12 @@
 // moved packets; a preempted lcore's wait is counted too) and the kernel's CPU
 // time of the lcore threads (idle polling counted too). Runs alternate park
 // and drop; medians and min..max are reported.
+//
+// EAL memory as the other benchmarks choose it (scripts/bench/lib/memory.sh,
+// quicsteer's choose_memory): with --memory auto (the default), hugepages
+// when the 1024 MB that -m asks for are free on a mounted hugetlbfs, ordinary
+// pages (--no-huge) otherwise; hugepages insists on them, no-huge on ordinary
+// pages. The output and the JSON's scenario.memory say which.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -65,8 +71,36 @@ struct Options {
   unsigned cost = 3000;   // owner's synthetic cycles per packet (as in configs/lossless.yaml, drop.yaml)
   double overload = 2.0;  // offered / owner capacity
   unsigned idle_sleep_us = 50;  // the shipped profiles' idle back-off
+  std::string memory = "auto";  // asked: auto, hugepages or no-huge
   std::string json;
 };
+
+constexpr long kMemoryMb = 1024;  // EAL -m
+
+// The EAL memory run on: "hugepages" or "no-huge", and a line that says why.
+struct Memory {
+  std::string kind;
+  std::string text;
+};
+
+// MB of hugepages of the default size free, 0 without a mounted hugetlbfs
+// (scripts/bench/lib/memory.sh's measure).
+long free_hugepage_mb() {
+  bool mounted = false;
+  std::ifstream mounts("/proc/mounts");
+  std::string dev, dir, type, rest;
+  while (mounts >> dev >> dir >> type && std::getline(mounts, rest)) mounted = mounted || type == "hugetlbfs";
+  if (!mounted) return 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long value = 0, free_pages = 0, page_kb = 0;
+  while (in >> key >> value) {
+    if (key == "HugePages_Free:") free_pages = value;
+    if (key == "Hugepagesize:") page_kb = value;
+    in.ignore(256, '\n');
+  }
+  return free_pages * page_kb / 1024;
+}
 
 std::string profile_yaml(const std::string& policy, unsigned cost, unsigned idle_sleep_us) {
   return "ports:\n"
@@ -338,7 +372,7 @@ std::string summary_json(const Summary& s) {
   std::fprintf(stderr,
                "bench_backpressure: %s\n"
                "usage: bench_backpressure [--runs N] [--seconds S] [--cost CYCLES] [--overload X]\n"
-               "                          [--idle-sleep-us N] [--json FILE]\n",
+               "                          [--idle-sleep-us N] [--memory auto|hugepages|no-huge] [--json FILE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -356,6 +390,11 @@ Options parse_options(int argc, char** argv) {
       o.json = v;
       continue;
     }
+    if (a == "--memory") {
+      if (v != "auto" && v != "hugepages" && v != "no-huge") usage_exit("--memory wants auto, hugepages or no-huge");
+      o.memory = v;
+      continue;
+    }
     if (!number) usage_exit(a + " wants a number > 0, not '" + v + "'");
     if (a == "--runs") o.runs = unsigned(x);
     else if (a == "--seconds") o.seconds = x;
@@ -370,7 +409,7 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-int bench(const Options& opt) {
+int bench(const Options& opt, const Memory& memory) {
   qs::traffic::TrafficOptions to = qs::test::traffic_options(2000, 1, 7);
   to.malformed = 0;  // software drops then mean back-pressure only
   const qs::traffic::Traffic traffic = qs::traffic::generate_traffic(to);
@@ -443,7 +482,7 @@ int bench(const Options& opt) {
       << ", \"pinning\": \"lcore 0 generator @ CPU 1, lcore 1 receiver @ CPU 1, lcore 2 owner @ CPU 0\""
       << ", \"owner_cost_cycles\": " << opt.cost << ", \"tsc_hz\": " << std::uint64_t(hz)
       << ", \"owner_capacity_mpps_bound\": " << capacity_pps / 1e6 << ", \"offered_mpps\": " << offered_pps / 1e6
-      << ", \"overload\": " << opt.overload << ", \"idle_sleep_us\": " << opt.idle_sleep_us << ", \"rx_ring\": " << kRxRingSize << ", \"handoff_ring\": " << kHandoffRing
+      << ", \"memory\": \"" << memory.kind << "\", \"overload\": " << opt.overload << ", \"idle_sleep_us\": " << opt.idle_sleep_us << ", \"rx_ring\": " << kRxRingSize << ", \"handoff_ring\": " << kHandoffRing
       << ", \"high_watermark\": " << kHighWatermark << ", \"low_watermark\": " << kLowWatermark
       << ", \"runs\": " << opt.runs << ", \"window_s\": " << opt.seconds << ", \"warmup_s\": " << opt.warmup
       << ", \"frames\": " << frames.size() << ", \"mean_frame_bytes\": " << double(bytes) / double(frames.size())
@@ -479,14 +518,36 @@ int bench(const Options& opt) {
 
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
+  const long free_mb = free_hugepage_mb();
+  Memory memory;
+  if (opt.memory == "hugepages" && free_mb < kMemoryMb) {
+    std::fprintf(stderr,
+                 "bench_backpressure: hugepages wanted, %ld MB free on a mounted hugetlbfs, %ld MB needed "
+                 "(scripts/setup.sh reserves them as root)\n",
+                 free_mb, kMemoryMb);
+    return 1;
+  }
+  if (opt.memory == "hugepages" || (opt.memory == "auto" && free_mb >= kMemoryMb)) {
+    memory = {"hugepages", "hugepages (" + std::to_string(free_mb) + " MB free, -m " + std::to_string(kMemoryMb) +
+                               " reserves its amount at start)"};
+  } else if (opt.memory == "no-huge") {
+    memory = {"no-huge", "ordinary pages (--no-huge, as asked)"};
+  } else {
+    memory = {"no-huge", "ordinary pages (--no-huge): " + std::to_string(free_mb) + " MB of hugepages free, " +
+                             std::to_string(kMemoryMb) + " MB wanted"};
+  }
+  std::printf("back-pressure: EAL memory: %s\n", memory.text.c_str());
   // Three lcores on the two CPUs, placed so that the owner has a CPU to
-  // itself and the light ones (generator, receiver) share the other.
-  if (!qs::init_eal("bench_backpressure", {"--lcores", "0@1,1@1,2@0", "--no-huge", "-m", "1024", "--no-shconf",
-                                            "--no-pci", "--log-level", "*:warning"}))
+  // itself and the light ones (generator, receiver) share the other. On
+  // hugepages --huge-unlink: no other process maps them (--no-shconf), and
+  // files left in hugetlbfs would keep them from the next run.
+  if (!qs::init_eal("bench_backpressure",
+                    {"--lcores", "0@1,1@1,2@0", memory.kind == "hugepages" ? "--huge-unlink" : "--no-huge", "-m",
+                     std::to_string(kMemoryMb), "--no-shconf", "--no-pci", "--log-level", "*:warning"}))
     return 1;
   int status = 1;
   try {
-    status = bench(opt);
+    status = bench(opt, memory);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_backpressure: %s\n", e.what());
   }

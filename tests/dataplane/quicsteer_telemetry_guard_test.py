@@ -8,8 +8,9 @@ quicsteer runs a profile from its own directory (net_pcap -> net_null, a
 quicgen capture replayed once). The test talks to EAL's telemetry socket
 itself, so that it can send any byte and see every byte of each answer:
   - /quicsteer/reload with a path outside that directory (absolute, "..", a
-    symlink leading out) is refused, even for a valid profile; a file
-    beside the profile, named relative to it, is applied;
+    symlink leading out) is refused, even for a valid profile, and counted in
+    reloads_refused; a file beside the profile, named relative to it, is
+    applied;
   - a refused PEM key and YAML files holding secrets in values and keys:
     the answer gives the location and never the content (quicsteer's own log
     keeps the full reason);
@@ -62,6 +63,12 @@ def reload(path):
     return answer.get("/quicsteer/reload") if answer else None
 
 
+def reloads_refused():
+    """/quicsteer/steering's reloads_refused, or None."""
+    raw, steering = ask(b"/quicsteer/steering")
+    return (steering or {}).get("/quicsteer/steering", {}).get("reloads_refused")
+
+
 def every_command_answers_json(after):
     raw, listing = ask(b"/")
     commands = [c for c in (listing or {}).get("/", []) if c.startswith("/quicsteer/") and c != "/quicsteer/reload"]
@@ -92,12 +99,18 @@ with tempfile.TemporaryDirectory() as tmp:
     outside = write(os.path.join(tmp, "outside.yaml"), profile_text(pcap, json_path))  # valid, and identical
     os.symlink(outside, os.path.join(profiles, "leads-out.yaml"))
     real_profiles = os.path.realpath(profiles)
-    for asked in [outside, "../outside.yaml", "leads-out.yaml", "/etc/passwd", "/etc/shadow", "../absent.yaml"]:
+    refused_before = reloads_refused()
+    outside_paths = [outside, "../outside.yaml", "leads-out.yaml", "/etc/passwd", "/etc/shadow", "../absent.yaml"]
+    for asked in outside_paths:
         answer = reload(asked.encode())
         check(answer is not None and answer.startswith(f"refused: {asked}: not under {real_profiles}, the running "
                                                        "profile's directory")
               and answer.endswith("steering generation 1 stays live"),
               f"a reload of {asked} is refused as outside the profile's directory: {answer}")
+    refused_after = reloads_refused()
+    check(refused_before == 0 and refused_after == len(outside_paths),
+          f"each refusal counts in reloads_refused: {refused_before} before, {refused_after} after "
+          f"{len(outside_paths)} refusals")
     check("root:" not in out.text(), "nothing of /etc/passwd reached the log either")
 
     # A PEM key beside the profile: refused, located, never quoted back.
