@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench/realquic.sh [--json FILE] [--rounds N] [--parallel P]
+# scripts/bench/realquic.sh [--json FILE] [--rounds N] [--parallel P] [--also KIND=PROFILE]...
 #
 # Time per real QUIC transfer (ngtcp2's gtlsclient downloading 5 MiB from
 # quicsteer-server) through quicsteer against a kernel bridge, in the same
@@ -12,9 +12,14 @@
 #              do AF_XDP
 #   bridge     a Linux bridge from the clients' veth to server 0's veth, in
 #              quicsteer's place (every connection to server 0)
-# Rounds alternate (quicsteer, quicsteer_afxdp, bridge), N of each (default 3), each P
-# downloads at once (default 4). Every transfer's sha256 is checked. Prints
-# the median time per transfer and per round for each and their ratios, and
+#   KIND       with --also KIND=PROFILE (repeatable): quicsteer on PROFILE as
+#              well, after the others in each round (an experiment's variant)
+# Rounds alternate (quicsteer, quicsteer_afxdp, the --also kinds, bridge), N
+# of each (default 3), each P downloads at once (default 4). Every
+# transfer's sha256 is checked. For each quicsteer kind the CPU time its
+# threads took during a round's transfers (/proc/PID/task/*/schedstat) is
+# recorded too. Prints the median time per transfer and per round for each
+# and their ratios, and
 # writes them to results/realquic.json (or --json FILE). As root. The
 # servers and clients run on the same 2 CPUs as quicsteer's 3 lcores, so this
 # measures the whole path on a shared machine, not quicsteer alone.
@@ -25,12 +30,16 @@ cd "$root"
 json=results/realquic.json
 rounds=3
 parallel=4
+also=()
 while [ $# -gt 0 ]; do
   case $1 in
     --json) json=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --parallel) parallel=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh realquic [--json FILE] [--rounds N] [--parallel P]" >&2; exit 2 ;;
+    --also) [[ $2 == ?*=?* ]] || { echo "bench realquic: --also KIND=PROFILE, got '$2'" >&2; exit 2; }
+      also+=("$2"); shift 2 ;;
+    *) echo "usage: scripts/bench.sh realquic [--json FILE] [--rounds N] [--parallel P] [--also KIND=PROFILE]..." >&2
+      exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench realquic: needs root (network namespaces)" >&2; exit 1; }
@@ -58,11 +67,21 @@ if qsrq_can_afxdp; then
 else
   echo "bench realquic: this machine cannot do AF_XDP: quicsteer_afxdp left out"
 fi
+for a in "${also[@]}"; do
+  kinds+=("${a%%=*}")
+  profiles+=("${a#*=}")
+done
+# cpu_ns PID: the CPU time all of PID's threads have had, in ns.
+cpu_ns() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d\n", s}'
+}
 failed=0
 for ((r = 1; r <= rounds; r++)); do
   for k in "${!kinds[@]}"; do
     rq_start_quicsteer "${profiles[$k]}" "${kinds[$k]}$r" || exit 1
+    c0=$(cpu_ns "$RQ_QUICSTEER")
     rq_transfers "${kinds[$k]}$r" "$parallel" 0 none
+    echo $(($(cpu_ns "$RQ_QUICSTEER") - c0)) >"$RQ_WORK/${kinds[$k]}$r-cpu"
     rq_stop_quicsteer || failed=1
     $check transfers "$RQ_WORK" "${kinds[$k]}$r" --ndown "$parallel" --nup 0 --migration none --expect ok | tail -2 ||
       failed=1
@@ -87,6 +106,10 @@ for kind in kinds:
         walls.append((t1 - t0) / 1e9)
     res[kind] = {"transfer_s_median": statistics.median(per), "transfer_s_min": min(per), "transfer_s_max": max(per),
                  "round_s_median": statistics.median(walls), "transfers": len(per)}
+    if kind != "bridge":
+        cpu = [int(open(f"{work}/{kind}{r}-cpu").read()) / 1e6 for r in range(1, rounds + 1)]
+        res[kind].update({"cpu_ms_per_round_median": statistics.median(cpu), "cpu_ms_per_round_min": min(cpu),
+                          "cpu_ms_per_round_max": max(cpu)})
 ratios = {}
 for kind in kinds[:-1]:
     ratios[f"transfer_time_{kind}_vs_bridge"] = res[kind]["transfer_s_median"] / res["bridge"]["transfer_s_median"]
@@ -97,11 +120,14 @@ if "quicsteer_afxdp" in res:
 doc = {"benchmark": "realquic", "size_bytes": 5242880, "parallel": parallel, "rounds": rounds,
        "all_sha256_ok": failed == 0, **res, "ratios": ratios}
 json.dump(doc, open(out, "w"), indent=2)
-print(f"{'path':16} {'s/transfer median (min..max)':>30} {'s/round median':>15}")
+print(f"{'path':16} {'s/transfer median (min..max)':>30} {'s/round median':>15} "
+      f"{'quicsteer CPU ms/round median (min..max)':>42}")
 for kind in kinds:
     x = res[kind]
+    cpu = (f"{x['cpu_ms_per_round_median']:8.1f} ({x['cpu_ms_per_round_min']:.1f}..{x['cpu_ms_per_round_max']:.1f})"
+           if "cpu_ms_per_round_median" in x else "")
     print(f"{kind:16} {x['transfer_s_median']:12.3f} ({x['transfer_s_min']:.3f}..{x['transfer_s_max']:.3f}) "
-          f"{x['round_s_median']:15.3f}")
+          f"{x['round_s_median']:15.3f} {cpu:>42}")
 for kind in kinds[:-1]:
     print(f"ratio {kind}/bridge: {ratios[f'transfer_time_{kind}_vs_bridge']:.2f} per transfer, "
           f"{ratios[f'round_time_{kind}_vs_bridge']:.2f} per round of {parallel}")
