@@ -75,10 +75,10 @@ class DeliveryPlan {
 // outer headers go into the mbuf's headroom, with no copy of the frame.
 // Anything but kOk leaves m as it was, for the caller to drop under the
 // status's reason.
+// frame: m's data (rte_pktmbuf_mtod), which the caller has located already.
 template <DeliveryMode kMode>
-inline DeliveryStatus deliver_mbuf(const BackendTemplate& t, rte_mbuf* m, const SteerMeta& meta,
+inline DeliveryStatus deliver_mbuf(const BackendTemplate& t, rte_mbuf* m, std::uint8_t* frame, const SteerMeta& meta,
                                    std::uint32_t flow_hash) {
-  std::uint8_t* frame = rte_pktmbuf_mtod(m, std::uint8_t*);
   if (m->nb_segs != 1) [[unlikely]] {
     // The profile's data room holds a whole frame of the port's MTU, so a
     // frame in several segments is larger than the MTU already: l2 only

@@ -208,8 +208,9 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
     s.connections_untracked_long_dcid.add(tally[unsigned(Tracked::kUntrackedLongDcid)]);
 }
 
-// The connection stage of one burst, then `act(m, meta, outcome, hash)` on
-// each packet in order (outcome: what track_connection found; hash: the
+// The connection stage of one burst, then `act(m, frame, meta, outcome, hash)`
+// on each packet in order (frame: m's data, located once for the burst;
+// outcome: what track_connection found; hash: the
 // DCID's ConnectionTable::hash_cid, 0 when not QUIC). `metas[i]` is the SteerMeta of pkts[i] when the receiving lcore is
 // this one and has it at hand (a warm burst: the classifier has just read
 // the headers and the DCID on this lcore, and the mbufs were not written);
@@ -225,20 +226,13 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
-// A warm burst starts at the third. `ahead(frame)` is called there on each
-// packet's frame, a whole burst of bookkeeping before `act` writes it: where
-// `act` writes outside the lines already asked for (the encapsulations'
-// headroom), that is where to prefetch them.
-struct NothingAhead {
-  void operator()(const std::uint8_t*) const {}
-};
-
-template <typename Act, typename Ahead = NothingAhead>
+// A warm burst starts at the third.
+template <typename Act>
 inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, const SteerMeta* metas, unsigned n,
-                                 std::uint64_t now, OwnerStats& stats, Act&& act, Ahead&& ahead = {}) {
+                                 std::uint64_t now, OwnerStats& stats, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
-  const std::uint8_t* frame[kMaxStageBurst];
+  std::uint8_t* frame[kMaxStageBurst];
   for (unsigned base = 0; base < n; base += kMaxStageBurst) {
     const unsigned k = n - base < kMaxStageBurst ? n - base : kMaxStageBurst;
     rte_mbuf* const* b = pkts + base;
@@ -262,8 +256,7 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     // Each frame is located once (buf_addr + data_off) and kept for the
     // bookkeeping below.
     for (unsigned i = 0; i < k; ++i) {
-      frame[i] = rte_pktmbuf_mtod(b[i], const std::uint8_t*);
-      ahead(frame[i]);
+      frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
       hash[i] = 0;
       if (!(meta(i).flags & kSteerMetaQuic)) continue;
       hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
@@ -276,7 +269,7 @@ inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, 
     for (unsigned i = 0; i < k; ++i) {
       const Tracked outcome = track_connection(shard, hash[i], b[i], frame[i], meta(i), now);
       ++tally[unsigned(outcome)];
-      act(b[i], meta(i), outcome, hash[i]);
+      act(b[i], frame[i], meta(i), outcome, hash[i]);
     }
     count_tracked(stats, tally);
   }

@@ -215,44 +215,55 @@ struct BackendDelivery {
   const BackendTemplate* templates;
   std::size_t slot_count;
   std::span<BackendCounters> counters;
-  bool l2_checks_mtu;
 };
 
-template <DeliveryMode kMode>
+// The packets deliver_to_backend does not send, out of line: kept in the
+// burst loop, their counting and the ICMP reply would take registers from
+// every packet's path.
+[[gnu::noinline, gnu::cold]] void drop_for_down_backend(LcoreContext& c, const BackendDelivery& d, rte_mbuf* m,
+                                                         std::uint16_t slot) {
+  if (slot < d.counters.size()) d.counters[slot].backend_down.add();
+  count_drop(c.owner_stats.drops, DropReason::kBackendDown);
+  rte_pktmbuf_free(m);
+}
+
+[[gnu::noinline, gnu::cold]] void drop_undeliverable(LcoreContext& c, const DeliveryPlan& plan,
+                                                      const BackendDelivery& d, const BackendTemplate& t, rte_mbuf* m,
+                                                      const SteerMeta& meta, std::uint16_t slot,
+                                                      DeliveryStatus status, std::uint64_t now) {
+  if (status == DeliveryStatus::kMalformed) {
+    // Its IP header's lengths disagree with the frame: nothing to send.
+    count_drop(c.owner_stats.drops, DropReason::kMalformed);
+  } else {
+    // kTooBig, or (never with DPDK's 128-octet headroom) no room for the
+    // outer headers in front of the frame: it does not fit.
+    d.counters[slot].too_big.add();
+    count_drop(c.owner_stats.drops, DropReason::kTooBig);
+    if (send_too_big(c, plan, t, m, meta, now)) d.counters[slot].icmp_sent.add();
+  }
+  rte_pktmbuf_free(m);
+}
+
+// kL2ChecksMtu: l2 with a receiving port whose MTU is larger than the TX
+// port's (DeliveryPlan::l2_checks_mtu), decided per burst, not per packet.
+template <DeliveryMode kMode, bool kL2ChecksMtu>
 [[gnu::always_inline]] inline bool deliver_to_backend(LcoreContext& c, const DeliveryPlan& plan,
                                                       const BackendDelivery d, BackendTally& tally, rte_mbuf* m,
-                                                      const SteerMeta& meta, Tracked outcome, std::uint32_t hash,
-                                                      std::uint64_t now) {
+                                                      std::uint8_t* frame, const SteerMeta& meta, Tracked outcome,
+                                                      std::uint32_t hash, std::uint64_t now) {
   const std::uint16_t slot = meta.backend;
   if (slot >= d.slot_count || d.slots[slot].usable == 0) [[unlikely]] {
-    if (slot < d.counters.size()) d.counters[slot].backend_down.add();
-    count_drop(c.owner_stats.drops, DropReason::kBackendDown);
-    rte_pktmbuf_free(m);
+    drop_for_down_backend(c, d, m, slot);
     return false;
   }
   const std::uint32_t len = m->pkt_len;
-  if constexpr (kMode == DeliveryMode::kL2) {
-    if (!d.l2_checks_mtu) [[likely]] {
-      std::memcpy(rte_pktmbuf_mtod(m, std::uint8_t*), d.slots[slot].macs.data(), 12);
-      tally.add(d.counters, slot, len, outcome == Tracked::kNew);
-      return true;
-    }
-  }
-  if constexpr (kMode != DeliveryMode::kAsIs) {
+  if constexpr (kMode == DeliveryMode::kL2 && !kL2ChecksMtu) {
+    std::memcpy(frame, d.slots[slot].macs.data(), 12);
+  } else if constexpr (kMode != DeliveryMode::kAsIs) {
     const BackendTemplate& t = d.templates[slot];
-    const DeliveryStatus status = deliver_mbuf<kMode>(t, m, meta, hash);
+    const DeliveryStatus status = deliver_mbuf<kMode>(t, m, frame, meta, hash);
     if (status != DeliveryStatus::kOk) [[unlikely]] {
-      if (status == DeliveryStatus::kMalformed) {
-        // Its IP header's lengths disagree with the frame: nothing to send.
-        count_drop(c.owner_stats.drops, DropReason::kMalformed);
-      } else {
-        // kTooBig, or (never with DPDK's 128-octet headroom) no room for
-        // the outer headers in front of the frame: it does not fit.
-        d.counters[slot].too_big.add();
-        count_drop(c.owner_stats.drops, DropReason::kTooBig);
-        if (send_too_big(c, plan, t, m, meta, now)) d.counters[slot].icmp_sent.add();
-      }
-      rte_pktmbuf_free(m);
+      drop_undeliverable(c, plan, d, t, m, meta, slot, status, now);
       return false;
     }
   }
@@ -269,7 +280,8 @@ template <OwnerAction kAction, bool kCost>
 void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n,
                              std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  run_connection_burst(c.shard, pkts, metas, n, now, s, [&](rte_mbuf* m, const SteerMeta& meta, Tracked, std::uint32_t) {
+  run_connection_burst(c.shard, pkts, metas, n, now, s,
+                       [&](rte_mbuf* m, std::uint8_t*, const SteerMeta& meta, Tracked, std::uint32_t) {
     if constexpr (kCost) spin_cycles(c.cost_cycles);
     if constexpr (kAction == OwnerAction::kSink) {
       rte_pktmbuf_free(m);
@@ -289,34 +301,20 @@ void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* 
 
 // Forward to backends, per delivery mode: what goes to the TX stage is what
 // delivery kept, in order.
-template <DeliveryMode kMode, bool kCost>
+template <DeliveryMode kMode, bool kL2ChecksMtu, bool kCost>
 void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** pkts, const SteerMeta* metas,
                           unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
   unsigned kept = 0;
   BackendTally tally;
-  const BackendDelivery d{plan.slot_table(), plan.templates(), plan.slots(), c.backend_counters, plan.l2_checks_mtu()};
+  const BackendDelivery d{plan.slot_table(), plan.templates(), plan.slots(), c.backend_counters};
   run_connection_burst(
       c.shard, pkts, metas, n, now, s,
-      [&, d](rte_mbuf* m, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
+      [&, d](rte_mbuf* m, std::uint8_t* frame, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
         if constexpr (kCost) spin_cycles(c.cost_cycles);
-        if (deliver_to_backend<kMode>(c, plan, d, tally, m, meta, outcome, hash, now)) {
+        if (deliver_to_backend<kMode, kL2ChecksMtu>(c, plan, d, tally, m, frame, meta, outcome, hash, now)) {
           tsan_release(m);  // it goes into a device from here (tsan.h)
           pkts[kept++] = m;
-        }
-      },
-      [](const std::uint8_t* frame) {
-        // The tunnels write their outer headers into the headroom, up to
-        // kBefore octets in front of the frame: lines nothing else touches,
-        // cold in every mbuf. Asked for now, they arrive while the burst's
-        // bookkeeping runs instead of stalling each packet's encapsulation.
-        // (For writing; DPDK 22.11's rte_prefetch0_write, which wraps this
-        // builtin, is still experimental.)
-        if constexpr (kMode == DeliveryMode::kIpip || kMode == DeliveryMode::kVxlan) {
-          constexpr std::uint32_t kBefore =
-              std::max(encap_prefix_len(kMode, false), encap_prefix_len(kMode, true)) - kEthernetLen;
-          __builtin_prefetch(frame - 1, 1, 3);
-          __builtin_prefetch(frame - kBefore, 1, 3);
         }
       });
   tally.flush(c.backend_counters);
@@ -332,10 +330,15 @@ void run_backend_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas,
   // the classifier).
   const DeliveryPlan& plan = *c.delivery->load(std::memory_order_acquire);
   switch (plan.mode()) {
-    case DeliveryMode::kAsIs: return run_backend_stage_as<DeliveryMode::kAsIs, kCost>(c, plan, pkts, metas, n, now);
-    case DeliveryMode::kL2: return run_backend_stage_as<DeliveryMode::kL2, kCost>(c, plan, pkts, metas, n, now);
-    case DeliveryMode::kIpip: return run_backend_stage_as<DeliveryMode::kIpip, kCost>(c, plan, pkts, metas, n, now);
-    case DeliveryMode::kVxlan: return run_backend_stage_as<DeliveryMode::kVxlan, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kAsIs:
+      return run_backend_stage_as<DeliveryMode::kAsIs, false, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kL2:
+      return plan.l2_checks_mtu() ? run_backend_stage_as<DeliveryMode::kL2, true, kCost>(c, plan, pkts, metas, n, now)
+                                  : run_backend_stage_as<DeliveryMode::kL2, false, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kIpip:
+      return run_backend_stage_as<DeliveryMode::kIpip, false, kCost>(c, plan, pkts, metas, n, now);
+    case DeliveryMode::kVxlan:
+      return run_backend_stage_as<DeliveryMode::kVxlan, false, kCost>(c, plan, pkts, metas, n, now);
   }
 }
 

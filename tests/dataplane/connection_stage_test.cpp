@@ -226,7 +226,7 @@ class ConnectionStageTest : public ::testing::Test {
       const bool cold = k % 2 != 0;
       for (unsigned i = 0; i < n; ++i) *steer_meta(pkts_[next + i]) = cold ? metas_[next + i] : SteerMeta{};
       run_connection_burst(shard, pkts_.data() + next, cold ? nullptr : metas_.data() + next, n, 1000 + k, stats,
-                           [&](rte_mbuf* m, const SteerMeta&, Tracked, std::uint32_t) { seen.push_back(m); });
+                           [&](rte_mbuf* m, std::uint8_t*, const SteerMeta&, Tracked, std::uint32_t) { seen.push_back(m); });
       next += n;
     }
     EXPECT_EQ(seen, pkts_);
