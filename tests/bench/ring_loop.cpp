@@ -1,7 +1,7 @@
 // ring_loop: quicsteer on a copy-free closed loop, for cycles per packet
 // without net_pcap's RX memcpy.
 //
-//   ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
+//   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //             [--delivery as_is|l2|ipip|vxlan [--backends N]]
 //
 // --delivery forwards to backends (the profile's `backends`, N of them; the
@@ -23,8 +23,15 @@
 //          connection: every packet crosses a ring.
 // Lcores: main 0 on CPU 0, forwarding 1 on CPU 0 and 2 on CPU 1, as e2e.sh and
 // its testpmd runs (scripts/bench/ringloop.sh runs testpmd io and macswap on
-// a net_ring vdev with the same lcores). Cycles per packet = the forwarding
-// lcores' TSC cycles over the window / packets received in it.
+// a net_ring vdev with the same lcores). And one more layout:
+//   solo   lcore 1, alone on CPU 1 (main 0 on CPU 0), polls both queues and
+//          owns every connection: the demo's work per packet on one lcore.
+//          On a VM whose two vCPUs both spin, each run's cycles swing by up
+//          to 2x as the host schedules them; with one spinning they hold
+//          within a few per cent, which is what comparing delivery modes
+//          needs (scripts/bench/ringloop.sh).
+// Cycles per packet = the forwarding lcores' TSC cycles over the window /
+// packets received in it.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -53,7 +60,6 @@
 namespace {
 
 constexpr unsigned kLoopRingSize = 8192;  // per queue; holds every preloaded packet
-constexpr unsigned kForwardingLcores = 2;
 
 struct Options {
   std::string layout = "demo";
@@ -67,7 +73,7 @@ struct Options {
 };
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: ring_loop --layout demo|split [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
+  std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
                        "                 [--delivery as_is|l2|ipip|vxlan [--backends N]]\n");
   std::exit(2);
 }
@@ -95,7 +101,7 @@ Options parse_options(int argc, char** argv) {
       o.delivery != "vxlan")
     usage();
   if (o.backends < 2 || o.backends > qs::kMaxBackends) usage();
-  if ((o.layout != "demo" && o.layout != "split") || o.seconds <= 0 || o.packets == 0 ||
+  if ((o.layout != "demo" && o.layout != "split" && o.layout != "solo") || o.seconds <= 0 || o.packets == 0 ||
       o.packets > kLoopRingSize)
     usage();
   return o;
@@ -124,10 +130,13 @@ std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const
 }
 
 std::string profile_yaml(const std::string& layout, const std::string& device, const Options& opt) {
-  const std::string lcores = layout == "demo"
-                                 ? "  - {id: 1, rx: [\"loop:0\"], owner: true}\n  - {id: 2, rx: [\"loop:1\"], owner: true}\n"
-                                 : "  - {id: 1, rx: [\"loop:0\", \"loop:1\"]}\n  - {id: 2, owner: true}\n";
-  const std::vector<unsigned> owners = layout == "demo" ? std::vector<unsigned>{1, 2} : std::vector<unsigned>{2, 2};
+  const std::string lcores =
+      layout == "demo"    ? "  - {id: 1, rx: [\"loop:0\"], owner: true}\n  - {id: 2, rx: [\"loop:1\"], owner: true}\n"
+      : layout == "split" ? "  - {id: 1, rx: [\"loop:0\", \"loop:1\"]}\n  - {id: 2, owner: true}\n"
+                          : "  - {id: 1, rx: [\"loop:0\", \"loop:1\"], owner: true}\n";
+  const std::vector<unsigned> owners = layout == "demo"    ? std::vector<unsigned>{1, 2}
+                                       : layout == "split" ? std::vector<unsigned>{2, 2}
+                                                           : std::vector<unsigned>{1, 1};
   return "ports:\n  - {name: loop, device: \"" + device +
          "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
          "mempool: {mbufs: 16383, cache: 256}\n"
@@ -249,11 +258,12 @@ int run(const Options& opt) {
   const double packets = double(b.rx - a.rx);
   const double window_s = double(b.tsc - a.tsc) / hz;
   const double mpps = packets / window_s / 1e6;
-  const double cycles_per_packet = packets > 0 ? kForwardingLcores * double(b.tsc - a.tsc) / packets : 0;
+  const unsigned forwarding_lcores = opt.layout == "solo" ? 1 : 2;
+  const double cycles_per_packet = packets > 0 ? forwarding_lcores * double(b.tsc - a.tsc) / packets : 0;
   const std::string label = opt.layout + (opt.delivery.empty() ? "" : "/" + opt.delivery);
   std::printf("ring_loop %s: %u packets circulating, %.3f Mpps, %.1f TSC cycles per packet (%u lcores), "
               "tsc_hz %.0f, drops in the window %llu (at the stop %llu), leaked %lld\n",
-              label.c_str(), preloaded, mpps, cycles_per_packet, kForwardingLcores, hz,
+              label.c_str(), preloaded, mpps, cycles_per_packet, forwarding_lcores, hz,
               static_cast<unsigned long long>(b.drops - a.drops), static_cast<unsigned long long>(s.drops_sum() - b.drops),
               static_cast<long long>(leaked));
   std::printf("ring_loop %s: routed by %s; %llu packets received from launch to stop\n", label.c_str(),
@@ -274,7 +284,8 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
-  std::vector<std::string> eal = {"--lcores", "0@0,1@0,2@1", "-m", "1024", "--no-shconf", "--no-pci",
+  std::vector<std::string> eal = {"--lcores", opt.layout == "solo" ? "0@0,1@1" : "0@0,1@0,2@1", "-m", "1024",
+                                  "--no-shconf", "--no-pci",
                                   "--log-level", "*:warning"};
   // --huge-unlink: nothing else maps these pages, and files left in
   // hugetlbfs would keep them from the next run.
