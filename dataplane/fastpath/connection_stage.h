@@ -227,9 +227,15 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
 // A warm burst starts at the third.
+//
+// Always inlined into its caller, so that what `act` keeps over a burst (a
+// count, a tally) stays in registers: called out of line, each packet's act
+// went through the closure's references (callgrind: 11 instructions more
+// per packet in the owner's stage).
 template <typename Act>
-inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts, const SteerMeta* metas, unsigned n,
-                                 std::uint64_t now, OwnerStats& stats, Act&& act) {
+[[gnu::always_inline]] inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts,
+                                                        const SteerMeta* metas, unsigned n, std::uint64_t now,
+                                                        OwnerStats& stats, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   std::uint8_t* frame[kMaxStageBurst];

@@ -217,33 +217,6 @@ struct BackendDelivery {
   std::span<BackendCounters> counters;
 };
 
-// The packets deliver_to_backend does not send, out of line: kept in the
-// burst loop, their counting and the ICMP reply would take registers from
-// every packet's path.
-[[gnu::noinline, gnu::cold]] void drop_for_down_backend(LcoreContext& c, const BackendDelivery& d, rte_mbuf* m,
-                                                         std::uint16_t slot) {
-  if (slot < d.counters.size()) d.counters[slot].backend_down.add();
-  count_drop(c.owner_stats.drops, DropReason::kBackendDown);
-  rte_pktmbuf_free(m);
-}
-
-[[gnu::noinline, gnu::cold]] void drop_undeliverable(LcoreContext& c, const DeliveryPlan& plan,
-                                                      const BackendDelivery& d, const BackendTemplate& t, rte_mbuf* m,
-                                                      const SteerMeta& meta, std::uint16_t slot,
-                                                      DeliveryStatus status, std::uint64_t now) {
-  if (status == DeliveryStatus::kMalformed) {
-    // Its IP header's lengths disagree with the frame: nothing to send.
-    count_drop(c.owner_stats.drops, DropReason::kMalformed);
-  } else {
-    // kTooBig, or (never with DPDK's 128-octet headroom) no room for the
-    // outer headers in front of the frame: it does not fit.
-    d.counters[slot].too_big.add();
-    count_drop(c.owner_stats.drops, DropReason::kTooBig);
-    if (send_too_big(c, plan, t, m, meta, now)) d.counters[slot].icmp_sent.add();
-  }
-  rte_pktmbuf_free(m);
-}
-
 // kL2ChecksMtu: l2 with a receiving port whose MTU is larger than the TX
 // port's (DeliveryPlan::l2_checks_mtu), decided per burst, not per packet.
 template <DeliveryMode kMode, bool kL2ChecksMtu>
@@ -253,7 +226,9 @@ template <DeliveryMode kMode, bool kL2ChecksMtu>
                                                       std::uint32_t hash, std::uint64_t now) {
   const std::uint16_t slot = meta.backend;
   if (slot >= d.slot_count || d.slots[slot].usable == 0) [[unlikely]] {
-    drop_for_down_backend(c, d, m, slot);
+    if (slot < d.counters.size()) d.counters[slot].backend_down.add();
+    count_drop(c.owner_stats.drops, DropReason::kBackendDown);
+    rte_pktmbuf_free(m);
     return false;
   }
   const std::uint32_t len = m->pkt_len;
@@ -263,7 +238,17 @@ template <DeliveryMode kMode, bool kL2ChecksMtu>
     const BackendTemplate& t = d.templates[slot];
     const DeliveryStatus status = deliver_mbuf<kMode>(t, m, frame, meta, hash);
     if (status != DeliveryStatus::kOk) [[unlikely]] {
-      drop_undeliverable(c, plan, d, t, m, meta, slot, status, now);
+      if (status == DeliveryStatus::kMalformed) {
+        // Its IP header's lengths disagree with the frame: nothing to send.
+        count_drop(c.owner_stats.drops, DropReason::kMalformed);
+      } else {
+        // kTooBig, or (never with DPDK's 128-octet headroom) no room for
+        // the outer headers in front of the frame: it does not fit.
+        d.counters[slot].too_big.add();
+        count_drop(c.owner_stats.drops, DropReason::kTooBig);
+        if (send_too_big(c, plan, t, m, meta, now)) d.counters[slot].icmp_sent.add();
+      }
+      rte_pktmbuf_free(m);
       return false;
     }
   }
