@@ -52,11 +52,13 @@
 # valgrind's callgrind, which counts instructions executed, not time. Reported
 # per packet received: the forwarding lcores whole (qs::lcore_main), the
 # classification (qs::MbufClassifier::classify) and the owner's connection
-# stage (qs::run_connection_burst), in instructions_per_packet. Two runs of
+# stage (qs::run_connection_stage), in instructions_per_packet. Two runs of
 # one build gave 744.3 and 746.6 per packet, so a change of a few per cent
-# shows there while the cycle medians move by 30 % from run to run. Demo only:
-# valgrind runs one thread at a time, and in the split layout the owner spends
-# its turns polling an empty ring, which says nothing per packet.
+# shows there while the cycle medians move by 30 % from run to run. The demo,
+# and with --delivery on each delivery mode in the solo layout
+# (ratios.MODE_vs_as_is_instructions); not split: valgrind runs one thread at
+# a time, and in the split layout the owner spends its turns polling an empty
+# ring, which says nothing per packet.
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
@@ -155,9 +157,10 @@ done
 # packets received from launch to stop, which ring_loop prints.
 count_instructions() {
   local dir=$1 layout=$2 name=$3
+  shift 3
   echo "ringloop: instructions, $name (callgrind)"
   valgrind --tool=callgrind --callgrind-out-file="$work/$name.callgrind" \
-    "$dir/tests/bench/ring_loop" --layout "$layout" --seconds 4 --warmup 1 --packets "$packets" "${loop_memory[@]}" \
+    "$dir/tests/bench/ring_loop" --layout "$layout" --seconds 4 --warmup 1 --packets "$packets" "${loop_memory[@]}" "$@" \
     > "$work/$name-instructions.txt" 2>&1 ||
     { echo "ringloop.sh: ring_loop $name under callgrind failed:" >&2; tail -5 "$work/$name-instructions.txt" >&2; exit 1; }
   callgrind_annotate --inclusive=yes "$work/$name.callgrind" > "$work/$name.inclusive" 2>/dev/null
@@ -165,6 +168,12 @@ count_instructions() {
 if [ "$instructions" = on ]; then
   count_instructions "$build" demo demo
   if [ -n "$before" ]; then count_instructions "$before" demo demo_before; fi
+  if [ "$delivery" = on ]; then
+    for mode in as_is l2 ipip vxlan; do
+      count_instructions "$build" solo "solo_$mode" --delivery $mode
+      if [ -n "$before" ]; then count_instructions "$before" solo "solo_${mode}_before" --delivery $mode; fi
+    done
+  fi
 fi
 
 python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$packets" "$seconds" "$memory" <<'PY'
@@ -217,11 +226,12 @@ if "solo_l2" in configs:
     targets.update({"l2_vs_as_is": 1.05, "ipip_vs_as_is": 1.2, "vxlan_vs_as_is": 1.2})
 # Instructions per packet, from callgrind's inclusive counts (see the header).
 # A stage is the first of its functions the compiler kept out of line (the
-# connection stage's burst loop is inlined into its caller in some builds).
+# connection stage's entry, and in builds before its burst loop was always
+# inlined, that loop).
 STAGES = {"lcores": [r"qs::lcore_main\("], "classify": [r"qs::MbufClassifier::classify\("],
-          "connection_stage": [r"qs::run_connection_burst<", r"qs::\(anonymous namespace\)::run_connection_stage\("]}
+          "connection_stage": [r"qs::\(anonymous namespace\)::run_connection_stage\(", r"qs::run_connection_burst<"]}
 instructions = {}
-for name in ["demo", "demo_before"]:
+for name in ["demo", "demo_before"] + [f"solo_{m}{b}" for m in ["as_is", "l2", "ipip", "vxlan"] for b in ["", "_before"]]:
     path = f"{work}/{name}.inclusive"
     if not os.path.exists(path):
         continue
@@ -243,6 +253,11 @@ for name in ["demo", "demo_before"]:
                 break
     per["packets"] = received
     instructions[name] = per
+for mode in ["l2", "ipip", "vxlan"]:
+    for b in ["", "_before"]:
+        if f"solo_{mode}{b}" in instructions and f"solo_as_is{b}" in instructions:
+            ratios[f"{mode}_vs_as_is{b}_instructions"] = (instructions[f"solo_{mode}{b}"]["lcores"] /
+                                                           instructions[f"solo_as_is{b}"]["lcores"])
 if "demo" in instructions and "demo_before" in instructions:
     ratios["demo_after_vs_before_instructions"] = instructions["demo"]["lcores"] / instructions["demo_before"]["lcores"]
 print(f"CPU {cpu}, {cpus} CPUs, TSC {tsc_hz / 1e9:.3f} GHz; {packets} packets circulating, {runs} runs of {seconds:g} s")
