@@ -23,43 +23,15 @@ source "$SRC/tests/realquic/topology.sh"
 # shellcheck source=tests/realquic/realquic_lib.sh
 source "$SRC/tests/realquic/realquic_lib.sh"
 
-qsrq_need_netns
-if ! qsrq_can_afxdp; then
-  echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
-  exit 77
-fi
-
 N=20000
-P=qsxf$$
-S=$P-s
-Q=$P-q
-WORK=$(mktemp -d /tmp/qsxf-forward.XXXXXX)
-QS_PID=
-cleanup() {
-  [ -n "$QS_PID" ] && kill -INT "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
-  ip netns del "$S" 2>/dev/null
-  ip netns del "$Q" 2>/dev/null
-  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$WORK"; else echo "afxdp_forward: files kept in $WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-failed=1
-
-qsrq_pair_up "$S" "$Q" qsxf 77 || exit 1
+rq_afxdp_setup afxdp_forward qsxf 77
 
 # One lcore receives and owns; every datagram goes back out of the port with
 # l2 delivery to the sender's veth, whose IP layer drops it (not its address).
-cat >"$WORK/profile.yaml" <<YAML
-eal: ["--lcores", "(0-1)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:notice"]
-ports:
-  - name: wire
-    device: "net_af_xdp0,iface=qsxf-rx,start_queue=0,queue_count=1,busy_budget=0"
-    rx_queues: 1
-    tx_queues: 1
-    rx_descriptors: 2048
-    rss: false
-mempool:
-  mbufs: 16383
+{
+  echo 'eal: ["--lcores", "(0-1)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:notice"]'
+  rq_afxdp_port_yaml qsxf-rx
+  cat <<YAML
 lcores:
   - {id: 1, rx: ["wire:0"], owner: true}
 steering:
@@ -80,41 +52,17 @@ stats:
   period_ms: 0
 telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
+} >"$WORK/profile.yaml"
 
 sender_rx() {
   ip -n "$S" -s -j link show qsxf-tx | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["packets"])'
 }
 
-rq_start_on_profile afxdp_forward "$BUILD" "$Q" "$WORK"
-grep "^port wire" "$WORK/quicsteer.out"
-grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_forward: the port is not net_af_xdp"; exit 1; }
-METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")
-
 RX_BEFORE=$(sender_rx)
-ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.77.0.2 443 "$N" >"$WORK/sender.out" || exit 1
-SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
-TX_DROPPED=$(ip -n "$S" -s -j link show qsxf-tx | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["dropped"])')
-
-# Until the port has accounted for every datagram (received or missed) and
-# sent or dropped every packet it received, at most 60 s.
-accounted() {
-  local t received missed sent dropped
-  read -r t received missed sent dropped < <(rq_metric_sums "$Q" "$METRICS_PORT" \
-    "quicsteer_port_rx_packets_total{" "quicsteer_port_rx_missed_total{" \
-    "quicsteer_port_tx_packets_total{" "quicsteer_drops_total{")
-  [ -n "$dropped" ] && [ $((received + missed)) -ge "$SENT" ] && [ $((sent + dropped)) -ge "$received" ]
-}
-for _ in $(seq 1 600); do
-  accounted && break
-  sleep 0.1
-done
-kill -INT "$QS_PID"
-wait "$QS_PID"
-rc=$?
-QS_PID=
+# The port accounts for a packet by sending it back (or the owner by dropping it).
+rq_afxdp_send_and_stop qsxf-tx 10.77.0.2 "$N" "quicsteer_port_tx_packets_total{"
+rc=$QS_RC
 SENDER_RX=$(($(sender_rx) - RX_BEFORE))
-sed -n '/== quicsteer summary/,$p' "$WORK/quicsteer.out"
-[ "$rc" -eq 0 ] || echo "afxdp_forward: quicsteer exited with $rc"
 
 python3 - "$WORK/stats.json" "$SENT" "$N" "$TX_DROPPED" "$SENDER_RX" "$rc" <<'PY' && failed=0
 import json, sys

@@ -21,48 +21,18 @@ source "$SRC/tests/realquic/topology.sh"
 # shellcheck source=tests/realquic/realquic_lib.sh
 source "$SRC/tests/realquic/realquic_lib.sh"
 
-qsrq_need_netns
-if ! qsrq_can_afxdp; then
-  echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
-  exit 77
-fi
-
 N=20000
-P=qsxd$$
-S=$P-s
-Q=$P-q
-WORK=$(mktemp -d /tmp/qsxd-imissed.XXXXXX)
-QS_PID=
-cleanup() {
-  [ -n "$QS_PID" ] && kill -INT "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
-  ip netns del "$S" 2>/dev/null
-  ip netns del "$Q" 2>/dev/null
-  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$WORK"; else echo "afxdp_imissed: files kept in $WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-failed=1
-
-qsrq_pair_up "$S" "$Q" qsxd 78 || exit 1
+rq_afxdp_setup afxdp_imissed qsxd 78
 
 # One RX queue on lcore 1 (an owner too); lcore 2 owns half the connections
 # and spends a million cycles on each packet, so its ring (1024) fills within
 # the first few thousand datagrams and lcore 1 parks. The park timeout is the
-# longest there is (10 s): nothing may be dropped in software. rx_descriptors
-# 2048: the driver prefills 2048 fill-ring entries, so only an RX ring at
-# least that large fills before the fill ring runs dry, which the kernel
-# counts as rx_dropped (imissed) too but DPDK 22.11 does not report.
-cat >"$WORK/profile.yaml" <<YAML
-eal: ["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:notice"]
-ports:
-  - name: wire
-    device: "net_af_xdp0,iface=qsxd-rx,start_queue=0,queue_count=1,busy_budget=0"
-    rx_queues: 1
-    tx_queues: 1
-    rx_descriptors: 2048
-    rss: false
-mempool:
-  mbufs: 16383
+# longest there is (10 s): nothing may be dropped in software. (The RX ring's
+# size: rq_afxdp_port_yaml.)
+{
+  echo 'eal: ["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:notice"]'
+  rq_afxdp_port_yaml qsxd-rx
+  cat <<YAML
 lcores:
   - {id: 1, rx: ["wire:0"], owner: true}
   - {id: 2, owner: true, cost_cycles: 1000000}
@@ -81,38 +51,11 @@ stats:
   period_ms: 0
 telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
+} >"$WORK/profile.yaml"
 
-rq_start_on_profile afxdp_imissed "$BUILD" "$Q" "$WORK"
-grep "^port wire" "$WORK/quicsteer.out"
-grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "afxdp_imissed: the port is not net_af_xdp"; exit 1; }
-METRICS_PORT=$(rq_metrics_port "$WORK/quicsteer.out")
-
-ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" 10.78.0.2 443 "$N" >"$WORK/sender.out" || exit 1
-SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
-TX_DROPPED=$(ip -n "$S" -s -j link show qsxd-tx | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["dropped"])')
-
-# Until the port has accounted for every datagram (received or missed) and
-# the owners for every packet received (processed or dropped: none still in a
-# ring or a parking ticket, which stopping would drop as `shutdown`), at most
-# 60 s: what the socket's ring held when the sender stopped arrives once the
-# slow owner has drained its ring and the receiver polls again.
-accounted() {
-  local t received missed processed dropped
-  read -r t received missed processed dropped < <(rq_metric_sums "$Q" "$METRICS_PORT" \
-    "quicsteer_port_rx_packets_total{" "quicsteer_port_rx_missed_total{" \
-    "quicsteer_owner_processed_packets_total{" "quicsteer_drops_total{")
-  [ -n "$dropped" ] && [ $((received + missed)) -ge "$SENT" ] && [ $((processed + dropped)) -ge "$received" ]
-}
-for _ in $(seq 1 600); do
-  accounted && break
-  sleep 0.1
-done
-kill -INT "$QS_PID"
-wait "$QS_PID"
-rc=$?
-QS_PID=
-sed -n '/== quicsteer summary/,$p' "$WORK/quicsteer.out"
-[ "$rc" -eq 0 ] || echo "afxdp_imissed: quicsteer exited with $rc"
+# The owners account for a packet by processing it (or dropping it).
+rq_afxdp_send_and_stop qsxd-tx 10.78.0.2 "$N" "quicsteer_owner_processed_packets_total{"
+rc=$QS_RC
 
 python3 - "$WORK/stats.json" "$SENT" "$N" "$TX_DROPPED" "$rc" <<'PY' && failed=0
 import json, sys

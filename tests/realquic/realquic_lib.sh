@@ -5,10 +5,10 @@
 #   RQ_WORK    a scratch directory of the caller's
 #   RQ_PREFIX  namespace prefix (unique per run)
 # Every background process is recorded in RQ_PIDS and ended by rq_stop_all.
-# rq_wait_for, rq_metrics_port, rq_metric_sums and rq_huge_* need none of
-# them: the tests and benchmarks that start quicsteer and dpdk-dumpcap
-# themselves (dumpcap_test.sh, afxdp_imissed_test.sh, scripts/bench/capture.sh)
-# use only those.
+# rq_wait_for, rq_metrics_port, rq_metric_sums, rq_huge_* and rq_afxdp_* need
+# none of them: the tests and benchmarks that start quicsteer and
+# dpdk-dumpcap themselves (dumpcap_test.sh, afxdp_imissed_test.sh,
+# afxdp_forward_test.sh, scripts/bench/capture.sh) use only those.
 
 RQ_PIDS=()
 RQ_PORT=443
@@ -330,4 +330,88 @@ rq_stop_all() {
   for pid in "${RQ_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${RQ_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   RQ_PIDS=()
+}
+
+# The AF_XDP tests (afxdp_imissed_test.sh, afxdp_forward_test.sh): one
+# quicsteer on an AF_XDP socket on a veth, a sender in another namespace.
+#
+# rq_afxdp_setup NAME TAG OCTET: skips (77) where namespaces or AF_XDP sockets
+# cannot be had, then sets S and Q (the sender's and quicsteer's namespaces),
+# WORK, QS_PID and failed=1, an EXIT trap that stops quicsteer, removes the
+# namespaces and keeps WORK when failed is not 0, and the veth pair TAG-tx
+# (10.OCTET.0.1, in S) and TAG-rx (10.OCTET.0.2, in Q).
+rq_afxdp_setup() {
+  RQ_AFXDP_NAME=$1
+  local tag=$2 octet=$3
+  qsrq_need_netns
+  if ! qsrq_can_afxdp; then
+    echo "SKIP: this machine cannot do AF_XDP (no AF_XDP sockets in the kernel or no net_af_xdp PMD)"
+    exit 77
+  fi
+  S=$tag$$-s
+  Q=$tag$$-q
+  WORK=$(mktemp -d "/tmp/$tag-$RQ_AFXDP_NAME.XXXXXX")
+  QS_PID=
+  failed=1
+  trap rq_afxdp_cleanup EXIT
+  trap 'exit 1' INT TERM
+  qsrq_pair_up "$S" "$Q" "$tag" "$octet" || exit 1
+}
+
+rq_afxdp_cleanup() {
+  [ -n "$QS_PID" ] && kill -INT "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
+  ip netns del "$S" 2>/dev/null
+  ip netns del "$Q" 2>/dev/null
+  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$WORK"; else echo "$RQ_AFXDP_NAME: files kept in $WORK"; fi
+}
+
+# rq_afxdp_port_yaml IFACE: the profile's ports and mempool for one AF_XDP
+# socket on IFACE's RX queue 0. rx_descriptors 2048: the driver prefills 2048
+# fill-ring entries, so only an RX ring at least that large fills before the
+# fill ring runs dry, which the kernel counts as rx_dropped (imissed) too but
+# DPDK 22.11 does not report.
+rq_afxdp_port_yaml() {
+  cat <<YAML
+ports:
+  - name: wire
+    device: "net_af_xdp0,iface=$1,start_queue=0,queue_count=1,busy_budget=0"
+    rx_queues: 1
+    tx_queues: 1
+    rx_descriptors: 2048
+    rss: false
+mempool:
+  mbufs: 16383
+YAML
+}
+
+# rq_afxdp_send_and_stop IFACE ADDR N METRIC: starts quicsteer in Q on
+# WORK/profile.yaml (its port must be net_af_xdp), sends N QUIC Initials from
+# S to ADDR:443 through IFACE, waits (at most 60 s) until the port has
+# accounted for every datagram (received or missed) and METRIC plus the drops
+# for every packet received (none still in a ring or a parking ticket, which
+# stopping would drop as `shutdown`), and stops quicsteer. Sets SENT,
+# TX_DROPPED (the sending veth's) and QS_RC.
+rq_afxdp_send_and_stop() {
+  local iface=$1 addr=$2 n=$3 metric=$4 metrics_port
+  rq_start_on_profile "$RQ_AFXDP_NAME" "$BUILD" "$Q" "$WORK"
+  grep "^port wire" "$WORK/quicsteer.out"
+  grep -q "driver net_af_xdp" "$WORK/quicsteer.out" || { echo "$RQ_AFXDP_NAME: the port is not net_af_xdp"; exit 1; }
+  metrics_port=$(rq_metrics_port "$WORK/quicsteer.out")
+  ip netns exec "$S" python3 "$SRC/tests/realquic/quic_sender.py" "$addr" 443 "$n" >"$WORK/sender.out" || exit 1
+  SENT=$(sed -n 's/^sent //p' "$WORK/sender.out")
+  TX_DROPPED=$(ip -n "$S" -s -j link show "$iface" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["dropped"])')
+  local t received missed done dropped
+  for _ in $(seq 1 600); do
+    read -r t received missed done dropped < <(rq_metric_sums "$Q" "$metrics_port" \
+      "quicsteer_port_rx_packets_total{" "quicsteer_port_rx_missed_total{" "$metric" "quicsteer_drops_total{")
+    [ -n "$dropped" ] && [ $((received + missed)) -ge "$SENT" ] && [ $((done + dropped)) -ge "$received" ] && break
+    sleep 0.1
+  done
+  kill -INT "$QS_PID"
+  wait "$QS_PID"
+  QS_RC=$?
+  QS_PID=
+  sed -n '/== quicsteer summary/,$p' "$WORK/quicsteer.out"
+  [ "$QS_RC" -eq 0 ] || echo "$RQ_AFXDP_NAME: quicsteer exited with $QS_RC"
 }
