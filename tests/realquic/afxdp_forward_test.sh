@@ -34,10 +34,9 @@ rq_afxdp_setup afxdp_forward qsxf 77
   cat <<YAML
 lcores:
   - {id: 1, rx: ["wire:0"], owner: true}
-steering:
-  quic_ports: [443]
-  fallback:
-    key: "5172f08c2cd54a9b8e0e4b6f1d3a7c21"
+YAML
+  rq_test_steering_yaml
+  cat <<YAML
 backpressure:
   policy: park
 backends:
@@ -46,12 +45,8 @@ action:
   type: forward
   tx_port: wire
   delivery: {mode: l2}
-polling:
-  idle_sleep_us: 50
-stats:
-  period_ms: 0
-telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
+  rq_test_tail_yaml
 } >"$WORK/profile.yaml"
 
 sender_rx() {

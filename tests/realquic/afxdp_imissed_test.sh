@@ -36,21 +36,16 @@ rq_afxdp_setup afxdp_imissed qsxd 78
 lcores:
   - {id: 1, rx: ["wire:0"], owner: true}
   - {id: 2, owner: true, cost_cycles: 1000000}
-steering:
-  quic_ports: [443]
-  fallback:
-    key: "5172f08c2cd54a9b8e0e4b6f1d3a7c21"
+YAML
+  rq_test_steering_yaml
+  cat <<YAML
 backpressure:
   policy: park
   park_timeout_us: 10000000
 action:
   type: sink
-polling:
-  idle_sleep_us: 50
-stats:
-  period_ms: 0
-telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
+  rq_test_tail_yaml
 } >"$WORK/profile.yaml"
 
 # The owners account for a packet by processing it (or dropping it).

@@ -58,7 +58,8 @@ qsrq_no_offload "$Q" qsdc-rx
 # No --no-huge and no --no-shconf: what rte_pdump_init needs. 128 MB of
 # hugepages at start (-m), of which the pool and the owners' tables, kept
 # small, take a third; dumpcap's capture pool comes on top.
-cat >"$WORK/profile.yaml" <<YAML
+{
+  cat <<YAML
 eal: ["--lcores", "(0-2)@(0,1)", "-m", "128", "--file-prefix", "$P", "--no-pci", "--log-level", "*:notice"]
 ports:
   - name: wire
@@ -71,19 +72,15 @@ mempool:
 lcores:
   - {id: 1, rx: ["wire:0"], owner: true}
   - {id: 2, owner: true}
-steering:
-  quic_ports: [443]
-  fallback:
-    key: "5172f08c2cd54a9b8e0e4b6f1d3a7c21"
+YAML
+  rq_test_steering_yaml
+  cat <<YAML
 action:
   type: sink
   max_connections: 4096
-polling:
-  idle_sleep_us: 50
-stats:
-  period_ms: 0
-telemetry: {prometheus_listen: "127.0.0.1:0"}
 YAML
+  rq_test_tail_yaml
+} >"$WORK/profile.yaml"
 
 rq_start_on_profile dumpcap "$BUILD" "$Q" "$WORK"
 grep -E "^memory:|^capture:" "$WORK/quicsteer.out"

@@ -415,3 +415,27 @@ rq_afxdp_send_and_stop() {
   sed -n '/== quicsteer summary/,$p' "$WORK/quicsteer.out"
   [ "$QS_RC" -eq 0 ] || echo "$RQ_AFXDP_NAME: quicsteer exited with $QS_RC"
 }
+
+# rq_test_steering_yaml: the steering section the single-port tests share
+# (QUIC on 443, a fixed fallback key: the tests compare no hash).
+rq_test_steering_yaml() {
+  cat <<'YAML'
+steering:
+  quic_ports: [443]
+  fallback:
+    key: "5172f08c2cd54a9b8e0e4b6f1d3a7c21"
+YAML
+}
+
+# rq_test_tail_yaml: how those tests watch quicsteer: a short nap, no
+# periodic table, Prometheus on a port of the kernel's choosing
+# (rq_metrics_port).
+rq_test_tail_yaml() {
+  cat <<'YAML'
+polling:
+  idle_sleep_us: 50
+stats:
+  period_ms: 0
+telemetry: {prometheus_listen: "127.0.0.1:0"}
+YAML
+}
