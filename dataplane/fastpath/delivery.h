@@ -210,11 +210,12 @@ namespace delivery_detail {
 // the backend's VXLAN device instead of its UDP socket, as it would have
 // been. Anything else (no UDP checksum, a fragment, extension headers, a UDP
 // length that disagrees with the IP packet's) is summed whole.
-inline std::uint32_t inner_packet_sum(const std::uint8_t* ip, std::uint32_t ip_len, bool ipv6) {
+template <bool kIpv6>
+inline std::uint32_t inner_packet_sum(const std::uint8_t* ip, std::uint32_t ip_len) {
   constexpr std::uint8_t kUdp = 17;
   std::uint32_t header_len;
   std::uint32_t pseudo;  // the inner datagram's pseudo-header, less its addresses for IPv6 (see below)
-  if (!ipv6) {
+  if constexpr (!kIpv6) {
     header_len = (ip[0] & 0x0fu) * 4u;
     if (ip[9] != kUdp || (get16(ip + 6) & 0x3fff) || header_len < kIpv4HeaderLen) return sum_be16(ip, ip_len);
     pseudo = get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18);
@@ -230,15 +231,16 @@ inline std::uint32_t inner_packet_sum(const std::uint8_t* ip, std::uint32_t ip_l
   // sum(datagram) = ~sum(pseudo-header). Over IPv6 the header's addresses
   // are the pseudo-header's and cancel: only its first 8 octets are summed.
   pseudo += udp_len + kUdp;
-  const std::uint32_t header = ipv6 ? sum_be16(ip, 8) : sum_be16(ip, header_len);
+  const std::uint32_t header = kIpv6 ? get16(ip) + get16(ip + 2) + get16(ip + 4) + get16(ip + 6)
+                                     : sum_be16(ip, header_len);
   return header + std::uint16_t(~fold32(pseudo));
 }
 
-// One encapsulating mode (ipip or vxlan) and outer family: the prefix's
-// length and every offset in it are constants.
-template <DeliveryMode kMode, bool kOuterIpv6>
+// One encapsulating mode (ipip or vxlan), outer family and inner family: the
+// prefix's length and every offset in it are constants.
+template <DeliveryMode kMode, bool kOuterIpv6, bool kInnerIpv6>
 inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate& e, std::uint8_t* frame,
-                                  std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t ip_len,
+                                  std::uint32_t headroom, std::uint16_t l3_offset, std::uint32_t ip_len,
                                   std::uint32_t flow_hash) {
   constexpr std::uint32_t kPrefix = encap_prefix_len(kMode, kOuterIpv6);
   const std::uint8_t* ip = frame + l3_offset;
@@ -255,7 +257,7 @@ inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate&
     // ipip copies the inner IPv4 DF (an IPv6 inner packet is never
     // fragmented on the way: DF); vxlan always sets it (prefix).
     std::uint32_t df = 0;
-    if constexpr (kMode == DeliveryMode::kIpip) df = ipv6 || (ip[6] & 0x40) ? 0x4000 : 0;
+    if constexpr (kMode == DeliveryMode::kIpip) df = kInnerIpv6 || (ip[6] & 0x40) ? 0x4000 : 0;
     put16(oip + 2, outer_len);
     if constexpr (kMode == DeliveryMode::kIpip) oip[6] = std::uint8_t(df >> 8);  // the prefix's flags are 0
     put16(oip + 10, std::uint16_t(~fold32(e.partial_sum + outer_len + df)));
@@ -280,12 +282,37 @@ inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate&
       // RFC 6935/6936 opt-in, and Linux's vxlan drops such datagrams unless
       // the device was created with udp6zerocsumrx: compute it, from the
       // inner datagram's own checksum where it has one (inner_packet_sum).
-      const std::uint32_t sum = e.partial_sum + 2 * udp_len + sport + inner_packet_sum(ip, ip_len, ipv6);
+      const std::uint32_t sum = e.partial_sum + 2 * udp_len + sport + inner_packet_sum<kInnerIpv6>(ip, ip_len);
       const std::uint16_t c = std::uint16_t(~fold32(sum));
       put16(udp + 6, c ? c : 0xffff);  // RFC 8200 section 8.1: 0 goes as 0xffff
     }
   }
   return {out, kPrefix + ip_len, DeliveryStatus::kOk};
+}
+
+// The length of the IP packet at l3_offset by its header, or 0 when the
+// header is not all in the `len` octets at `frame`, or its length is below
+// its header or past them (kMalformed).
+inline std::uint32_t ip_packet_len(const std::uint8_t* frame, std::uint32_t len, std::uint16_t l3_offset, bool ipv6) {
+  const std::uint8_t* ip = frame + l3_offset;
+  if (len < l3_offset + (ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return 0;
+  const std::uint32_t ip_len = ipv6 ? kIpv6HeaderLen + get16(ip + 4) : get16(ip + 2);
+  if (ip_len > len - l3_offset || (!ipv6 && ip_len < kIpv4HeaderLen)) return 0;
+  return ip_len;
+}
+
+// ipip and vxlan for an inner packet of one family: its header's lengths and
+// the template's outer family are then the only per-packet choices, and the
+// outer family follows the inner one for every backend with an address of
+// it, so the branch on it is predicted with the family's.
+template <DeliveryMode kMode, bool kInnerIpv6>
+inline DeliveryResult encapsulate_family(const BackendTemplate& t, std::uint8_t* frame, std::uint32_t len,
+                                         std::uint32_t headroom, std::uint16_t l3_offset, std::uint32_t flow_hash) {
+  const std::uint32_t ip_len = ip_packet_len(frame, len, l3_offset, kInnerIpv6);
+  if (ip_len == 0) return {nullptr, 0, DeliveryStatus::kMalformed};
+  const EncapTemplate& e = t.encap[kInnerIpv6];
+  return e.outer_ipv6 ? encapsulate<kMode, true, kInnerIpv6>(t, e, frame, headroom, l3_offset, ip_len, flow_hash)
+                      : encapsulate<kMode, false, kInnerIpv6>(t, e, frame, headroom, l3_offset, ip_len, flow_hash);
 }
 
 }  // namespace delivery_detail
@@ -310,19 +337,15 @@ template <DeliveryMode kMode>
 inline DeliveryResult deliver_as(const BackendTemplate& t, std::uint8_t* frame, std::uint32_t len,
                                  std::uint32_t headroom, std::uint16_t l3_offset, bool ipv6, std::uint32_t flow_hash) {
   using namespace delivery_detail;
-  const std::uint8_t* ip = frame + l3_offset;
-  if (len < l3_offset + (ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
-  const std::uint32_t ip_len = ipv6 ? kIpv6HeaderLen + get16(ip + 4) : get16(ip + 2);
-  if (ip_len > len - l3_offset || (!ipv6 && ip_len < kIpv4HeaderLen)) return {nullptr, 0, DeliveryStatus::kMalformed};
-
   if constexpr (kMode == DeliveryMode::kAsIs || kMode == DeliveryMode::kL2) {
+    const std::uint32_t ip_len = ip_packet_len(frame, len, l3_offset, ipv6);
+    if (ip_len == 0) return {nullptr, 0, DeliveryStatus::kMalformed};
     if (ip_len > t.mtu) return {nullptr, 0, DeliveryStatus::kTooBig};
     if constexpr (kMode == DeliveryMode::kL2) std::memcpy(frame, t.macs.data(), t.macs.size());
     return {frame, len, DeliveryStatus::kOk};
   } else {
-    const EncapTemplate& e = t.encap[ipv6];
-    return e.outer_ipv6 ? encapsulate<kMode, true>(t, e, frame, headroom, l3_offset, ipv6, ip_len, flow_hash)
-                        : encapsulate<kMode, false>(t, e, frame, headroom, l3_offset, ipv6, ip_len, flow_hash);
+    return ipv6 ? encapsulate_family<kMode, true>(t, frame, len, headroom, l3_offset, flow_hash)
+                : encapsulate_family<kMode, false>(t, frame, len, headroom, l3_offset, flow_hash);
   }
 }
 
