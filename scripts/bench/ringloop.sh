@@ -19,9 +19,9 @@
 #                    (each minting one of the traffic's server IDs) with each
 #                    delivery mode (--delivery on, the default). An RX callback
 #                    takes ipip's and vxlan's outer headers off again, as a
-#                    backend's tunnel device would; it runs in all four, so
-#                    its reads of each header cost them alike, and the
-#                    arithmetic of stripping is counted with the tunnels.
+#                    backend's tunnel device would; it runs in all four with
+#                    the same loads and stores (unchanged values where
+#                    nothing comes off), so the harness costs them alike.
 #                    One lcore, because with both vCPUs of this VM spinning a
 #                    run's cycles swing by up to 2x (the host's scheduling),
 #                    which buries differences of a few cycles; alone they hold

@@ -152,8 +152,9 @@ std::string profile_yaml(const std::string& layout, const std::string& device, c
 // does the same loads and stores in each: where nothing comes off it writes
 // back the octets and lengths it read, unchanged. So the harness costs every
 // mode alike, and what differs between modes is quicsteer's delivery alone
-// (a branch per outcome cost ipip 1.2 cycles per packet more than as_is,
-// which ring_loop charged to ipip's delivery). ipip replaced the frame's
+// (with a branch per outcome, the harness's own stores and branches made
+// ipip 1.2 cycles per packet dearer and as_is 0.5 cheaper: medians of 3
+// runs of each). ipip replaced the frame's
 // Ethernet header: the 14 octets in front of the inner IP header become its
 // Ethernet header, and only its EtherType is written (nothing on the loop
 // reads the MACs).
