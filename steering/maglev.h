@@ -24,7 +24,8 @@
 // tables, and builds one in 0.1 s on one core): 1.01/N for 10 equal members,
 // 1.10/N for 100 and 1.86/N for 1000 (past 419 members of equal weight the
 // size stops growing). A caller that wants less disruption for a large
-// fleet passes a larger table_size: 16777259 (32 MiB, 0.45 s to build)
+// fleet passes a larger table_size (a profile's steering.backend_table_size,
+// steering/steering_config.h): 16777259 (32 MiB, 0.45 s to build)
 // gives 1000 members 1.36/N.
 // The default grows when the total weight crosses a step of
 // kMaglevTableSizes, and then nearly every key moves.

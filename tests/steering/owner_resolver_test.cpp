@@ -421,6 +421,24 @@ TEST(BackendResolution, TheHashPicksOnlyActiveBackendsWhateverTheOrderOfTheList)
   EXPECT_EQ(r.resolve_quic_lb(cid.data(), cid.size()).backend, 4u);
 }
 
+// The backend hash has the profile's backend_table_size, or when that is 0
+// the default for the ACTIVE backends' weights: what backend_hash_table_size()
+// tells the dump and the logs.
+TEST(BackendResolution, TheHashHasTheProfilesTableSize) {
+  SteeringConfig c = fleet(120, std::vector<BackendState>(20, BackendState::kDraining));
+  EXPECT_EQ(backend_hash_table_size(c), maglev_default_table_size(100));
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 1048583u);
+  c.backends[30].weight = 7;  // 106 units, over 1048583 / 10000: the next size up
+  EXPECT_EQ(backend_hash_table_size(c), 2097169u);
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 2097169u);
+  c.backend_table_size = 1009;
+  EXPECT_EQ(backend_hash_table_size(c), 1009u);
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 1009u);
+  EXPECT_EQ(OwnerResolver(fleet(0)).backend_table_size(), 0u);
+  c.backend_table_size = 1011;  // 3 x 337
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument);
+}
+
 TEST(BackendResolution, RefusesWhatItCannotRoute) {
   SteeringConfig c = fleet(3);
   c.backends[1].owner_lcore = 9;
