@@ -228,7 +228,11 @@ TEST(MaglevTable, RemovingOneOfNMovesAboutOneOverN) {
     EXPECT_GE(of_gone, before.size() / n) << n;
     EXPECT_LE(per_n, bound) << n << " members";
 
-    EXPECT_EQ(entries(MaglevTable(fleet.members, test_key())), before) << n;
+    // (Not rebuilt for 1000: a third 4 Mi-slot table costs a second under
+    // AddressSanitizer and checks nothing the smaller ones do not.)
+    if (n < 1000) {
+      EXPECT_EQ(entries(MaglevTable(fleet.members, test_key())), before) << n;
+    }
   }
 }
 
