@@ -56,8 +56,8 @@ MaglevTable::MaglevTable(std::vector<MaglevMember> members, const SipHashKey& ke
     // Each full round of the loop below gives every member exactly its
     // weight's turns, each turn fills one slot, and only the last round is
     // cut short: a member's share is off by at most one round's worth of its
-    // turns. 64 rounds keep that under 1/64 of its share; 10000 keep the
-    // disruption of removing a member near its share (maglev.h).
+    // turns. 64 rounds keep that under 1/64 of its share (and the default
+    // size has many more, for a low disruption: maglev.h).
     table_size = maglev_default_table_size(turns_per_round);
   } else if (table_size < members.size() || table_size > kMaglevMaxTableSize ||
              !maglev_is_prime(table_size)) {

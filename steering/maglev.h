@@ -19,16 +19,22 @@
 //     4096   8.3      8.3     8.0      7.1      3.2
 // with weights 1,2,3,5,8 repeated (W = 3.8 N; removing members of weight 1,
 // 2 and 8) 10: 1.03 at 65537; 100: 1.21 at 1048583, 1.08 at 4194319; 1000:
-// 4.5 at 4194319, 1.9 at 16777259. The default size (maglev_default_table_size)
-// therefore gives 10000 rounds, up to 4194319 slots (8 MiB; a reload holds two
-// tables, and builds one in 0.1 s on one core): 1.01/N for 10 equal members,
-// 1.10/N for 100 and 1.86/N for 1000 (past 419 members of equal weight the
-// size stops growing). A caller that wants less disruption for a large
-// fleet passes a larger table_size (a profile's steering.backend_table_size,
-// steering/steering_config.h): 16777259 (32 MiB, 0.45 s to build)
-// gives 1000 members 1.36/N.
-// The default grows when the total weight crosses a step of
-// kMaglevTableSizes, and then nearly every key moves.
+// 4.5 at 4194319, 1.9 at 16777259.
+// The default size (maglev_default_table_size) is one size for every fleet,
+// 1048583 slots (2 MiB; a reload holds two tables, and builds one in about
+// 0.02 s on one core): 1.01/N for 10 equal members, 1.10/N for 100, 3.1/N
+// for 1000. One size, because a size that followed the fleet would step as
+// backends are added, drained or removed, and at a step nearly every hashed
+// key moves: sized at 10000 slots per member, the 7th, 14th, 27th, 53rd,
+// 105th and 210th backends would each have moved almost every hashed
+// connection. Only a
+// total weight past 16384 units in lowest terms (64 slots per unit, which
+// keeps each share within 1/64 of its weight's) takes the next size up. A
+// large fleet that wants less disruption sets a larger size (a profile's
+// steering.backend_table_size, steering/steering_config.h): 4194319 (8 MiB,
+// 0.1 s to build) gives 1000 members 1.86/N, 16777259 (32 MiB, 0.45 s)
+// 1.36/N. The price of a larger table is its cache footprint: a hashed
+// lookup of a connection not seen recently loads one random entry of it.
 //
 // The table depends only on the members' names, weights and targets and on
 // the key, never on the order the profile lists them in, so appliances
@@ -36,7 +42,6 @@
 // server whichever of them sees it.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -57,8 +62,8 @@ struct MaglevMember {
 inline constexpr std::uint32_t kMaglevTableSizes[] = {
     65537, 131071, 262147, 524309, 1048583, 2097169, 4194319, 8388617, 16777259};
 inline constexpr std::uint32_t kMaglevMaxTableSize = 16777259;
-// The largest size chosen for low disruption alone (8 MiB of entries).
-inline constexpr std::uint32_t kMaglevDisruptionTableSize = 4194319;
+// The size chosen for every fleet whose weights allow it (see above).
+inline constexpr std::uint32_t kMaglevDefaultTableSize = 1048583;
 
 // Trial division: run once per table (and per profile check), on at most
 // kMaglevMaxTableSize (4096 divisions).
@@ -71,20 +76,14 @@ constexpr bool maglev_is_prime(std::uint32_t n) {
 
 // The size MaglevTable chooses when given none, for members whose weights,
 // divided by their greatest common divisor, sum to `turns_per_round` (N for
-// N members of equal weight): the first of kMaglevTableSizes with
-// - at least 10000 slots per unit of that sum, up to
-//   kMaglevDisruptionTableSize: removing a member then moves about its own
-//   share of the keys (the figures above), and
-// - at least 64 slots per unit, up to the last: each member's share is then
-//   within 1/64 of its weight's (see the constructor).
+// N members of equal weight): kMaglevDefaultTableSize, or when that has
+// fewer than 64 slots per unit of the sum, the first of kMaglevTableSizes
+// with 64 (each member's share is then within 1/64 of its weight's, see the
+// constructor), or the last.
 constexpr std::uint32_t maglev_default_table_size(std::uint64_t turns_per_round) {
-  const auto first_with = [](std::uint64_t slots, std::uint32_t cap) {
-    for (std::uint32_t size : kMaglevTableSizes)
-      if (size >= slots || size == cap) return size;
-    return cap;
-  };
-  return std::max(first_with(10000 * turns_per_round, kMaglevDisruptionTableSize),
-                  first_with(64 * turns_per_round, kMaglevMaxTableSize));
+  for (std::uint32_t size : kMaglevTableSizes)
+    if (size >= kMaglevDefaultTableSize && size >= 64 * turns_per_round) return size;
+  return kMaglevMaxTableSize;
 }
 
 class MaglevTable {

@@ -397,7 +397,7 @@ class ProfileDecoder {
       // A prime size makes each backend's preferred slots a permutation of
       // all of them (steering/maglev.h).
       if (s.backend_table_size != 0 && !maglev_is_prime(s.backend_table_size)) {
-        d_.fail(*backend_table_size_, "must be a prime (or 0: chosen from the backends' weights), got " +
+        d_.fail(*backend_table_size_, "must be a prime (or 0: the default size), got " +
                                           std::to_string(s.backend_table_size));
       }
     }

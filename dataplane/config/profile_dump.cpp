@@ -123,7 +123,7 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "backend_table_size" << YAML::Value << s.backend_table_size;
   if (const std::uint32_t slots = backend_hash_table_size(s); slots != 0) {
     out << YAML::Comment((s.backend_table_size == 0 ? "automatic: " : "") + std::to_string(slots) + " slots, " +
-                         std::to_string((std::uint64_t(slots) * 2 + (1 << 20) - 1) >> 20) + " MiB");
+                         std::to_string((std::uint64_t(slots) * 2 + 512) >> 10) + " KiB");
   }
   out << YAML::EndMap;
 

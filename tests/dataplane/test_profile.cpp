@@ -767,21 +767,21 @@ TEST(Backends, TableSizeIsAPrimeOrAutomatic) {
                             "  - {name: c, mac: \"02:00:00:00:00:03\", weight: 2, state: draining}\n";
   const qs::Profile automatic = qs::parse_profile(fleet(2, three), "t.yaml");
   EXPECT_EQ(automatic.steering.backend_table_size, 0u);
-  EXPECT_EQ(qs::backend_hash_table_size(automatic.steering), 65537u);
-  EXPECT_THAT(qs::dump_profile(automatic), HasSubstr("backend_table_size: 0  # automatic: 65537 slots, 1 MiB\n"));
+  EXPECT_EQ(qs::backend_hash_table_size(automatic.steering), 1048583u);
+  EXPECT_THAT(qs::dump_profile(automatic), HasSubstr("backend_table_size: 0  # automatic: 1048583 slots, 2048 KiB\n"));
   EXPECT_EQ(qs::parse_profile(sized_fleet("0", three), "t.yaml").steering.backend_table_size, 0u);
 
   const qs::Profile sized = qs::parse_profile(sized_fleet("16777259", three), "t.yaml");
   EXPECT_EQ(sized.steering.backend_table_size, 16777259u);
   EXPECT_EQ(qs::backend_hash_table_size(sized.steering), 16777259u);
   const std::string dump = qs::dump_profile(sized, qs::DumpKeys::kInFull);
-  EXPECT_THAT(dump, HasSubstr("backend_table_size: 16777259  # 16777259 slots, 33 MiB\n"));  // 32 Mi + 86 octets, rounded up
+  EXPECT_THAT(dump, HasSubstr("backend_table_size: 16777259  # 16777259 slots, 32768 KiB\n"));  // 32 Mi + 86 octets
   EXPECT_EQ(qs::parse_profile(dump, "dump.yaml").steering.backend_table_size, 16777259u);
   EXPECT_EQ(qs::parse_profile(sized_fleet("3", three), "t.yaml").steering.backend_table_size, 3u);
 
   EXPECT_THAT(error_of(sized_fleet("1048581", three)),
-              StartsWith("t.yaml:6:23: steering.backend_table_size: must be a prime (or 0: chosen from the "
-                         "backends' weights), got 1048581"));
+              StartsWith("t.yaml:6:23: steering.backend_table_size: must be a prime (or 0: the default "
+                         "size), got 1048581"));
   EXPECT_THAT(error_of(sized_fleet("16777261", three)),
               StartsWith("t.yaml:6:23: steering.backend_table_size: must be in 0..16777259, got 16777261"));
   EXPECT_THAT(error_of(sized_fleet("-1", three)), StartsWith("t.yaml:6:23: steering.backend_table_size: must be in"));
