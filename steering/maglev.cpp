@@ -11,15 +11,6 @@ namespace qs {
 
 namespace {
 
-// Trial division: run once per table, on at most kMaglevMaxTableSize (4096
-// divisions).
-bool is_prime(std::uint32_t n) {
-  if (n < 2) return false;
-  for (std::uint32_t d = 2; std::uint64_t(d) * d <= n; ++d)
-    if (n % d == 0) return false;
-  return true;
-}
-
 // Keyed hash of a domain tag and the member's name. The two tags give the
 // offset and the skip independent values (the paper's two hash functions h1
 // and h2), and keep both apart from every other use of the same key.
@@ -65,16 +56,11 @@ MaglevTable::MaglevTable(std::vector<MaglevMember> members, const SipHashKey& ke
     // Each full round of the loop below gives every member exactly its
     // weight's turns, each turn fills one slot, and only the last round is
     // cut short: a member's share is off by at most one round's worth of its
-    // turns. 64 rounds keep that under 1/64 of its share.
-    table_size = kMaglevTableSizes[std::size(kMaglevTableSizes) - 1];
-    for (std::uint32_t size : kMaglevTableSizes) {
-      if (size >= 64 * turns_per_round) {
-        table_size = size;
-        break;
-      }
-    }
+    // turns. 64 rounds keep that under 1/64 of its share (and the default
+    // size has many more, for a low disruption: maglev.h).
+    table_size = maglev_default_table_size(turns_per_round);
   } else if (table_size < members.size() || table_size > kMaglevMaxTableSize ||
-             !is_prime(table_size)) {
+             !maglev_is_prime(table_size)) {
     // A prime size makes every skip in 1..size-1 coprime with it, so each
     // member's sequence below is a permutation of all the slots (section
     // 3.4); fewer slots than members would leave some member none.

@@ -133,7 +133,7 @@ void OwnerResolver::build_backends(const SteeringConfig& config, const std::set<
     if (b.state == BackendState::kActive) active.push_back({b.name, b.weight, b.slot});
   }
   if (active.empty()) throw std::invalid_argument("steering: no active backend");
-  backend_hash_.emplace(std::move(active), key_);
+  backend_hash_.emplace(std::move(active), key_, config.backend_table_size);
 }
 
 }  // namespace qs

@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <vector>
@@ -78,6 +79,22 @@ struct Resolution {
   ResolveMethod how = ResolveMethod::kNone;
   bool routed() const { return owner_index != kNoOwner; }
 };
+
+// The size of the backend hash that OwnerResolver builds from `config`:
+// its backend_table_size, or when that is 0 the default for its active
+// backends' weights (0 when it has no backend). For the profile's dump and
+// the logs, which show the operator the size and its memory.
+inline std::uint32_t backend_hash_table_size(const SteeringConfig& config) {
+  if (config.backend_table_size != 0) return config.backend_table_size;
+  std::uint32_t divisor = 0;
+  for (const BackendConfig& b : config.backends)
+    if (b.state == BackendState::kActive) divisor = std::gcd(divisor, b.weight);
+  if (divisor == 0) return 0;
+  std::uint64_t turns_per_round = 0;
+  for (const BackendConfig& b : config.backends)
+    if (b.state == BackendState::kActive) turns_per_round += b.weight / divisor;
+  return maglev_default_table_size(turns_per_round);
+}
 
 // Server ID -> target (owner index or backend slot), filled once. One- and two-octet IDs (up to 65536
 // servers, the usual case) index a direct table; longer ones an
@@ -190,6 +207,8 @@ class OwnerResolver {
 
   std::size_t owner_count() const { return owner_lcores_.size(); }
   bool has_backends() const { return backend_hash_.has_value(); }
+  // Slots of the backend hash (backend_hash_table_size()); 0 without backends.
+  std::uint32_t backend_table_size() const { return backend_hash_ ? backend_hash_->size() : 0; }
   // What a target stands for. Targets come from this resolver's own tables,
   // so every one is in range.
   Resolution resolution(std::uint16_t target, ResolveMethod how) const {

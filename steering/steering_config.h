@@ -102,6 +102,10 @@ struct SteeringConfig {
   // With backends, server IDs live in them (server_routes stays empty) and
   // the hash picks among the active ones.
   std::vector<BackendConfig> backends;
+  // Slots of the backend hash's Maglev table: a prime up to
+  // kMaglevMaxTableSize, or 0 for maglev_default_table_size() of the active
+  // backends' weights (backend_hash_table_size() says which).
+  std::uint32_t backend_table_size = 0;
 };
 
 }  // namespace qs

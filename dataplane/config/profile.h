@@ -192,8 +192,8 @@ std::string dump_profile(const Profile& profile, DumpKeys keys = DumpKeys::kFing
 
 // Whether a running data path built from `running` can switch to `next`
 // without a restart: only the steering section's QUIC-LB configurations and
-// server routes, the backends (added, removed, any field changed) and
-// action.delivery may change (and steering.fallback.key when `next` sets
+// server routes, the backends (added, removed, any field changed), the
+// backend hash's steering.backend_table_size and action.delivery may change (and steering.fallback.key when `next` sets
 // steering.fallback.rekey_on_reload). Returns why not, naming the first key
 // that differs ("rings.size: ..."), or nothing when the reload can go ahead.
 std::optional<std::string> reload_refusal(const Profile& running, const Profile& next);

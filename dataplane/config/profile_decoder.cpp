@@ -15,6 +15,7 @@
 
 #include "dataplane/config/enum_names.h"
 #include "steering/hex.h"
+#include "steering/maglev.h"
 
 namespace qs::config {
 
@@ -163,6 +164,7 @@ class ProfileDecoder {
     // After steering (server IDs need the QUIC-LB configs) and before the
     // action (delivery needs the backends).
     if (auto f = root.get("backends")) decode_backends(*f);
+    check_backend_table_size();
     decode_backpressure(root.get("backpressure"));
     decode_action(root, root.get("action"));
     if (auto f = root.get("polling")) decode_polling(*f);
@@ -353,7 +355,8 @@ class ProfileDecoder {
 
   void decode_steering(const Field& f) {
     SteeringConfig& s = p_.steering;
-    const MapReader m(d_, f, {"mode", "quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback", "forwarding"});
+    const MapReader m(d_, f, {"mode", "quic_ports", "short_dcid_len", "quic_lb", "servers", "fallback", "forwarding",
+                                 "backend_table_size"});
     if (auto v = m.get("mode")) {
       s.mode = d_.choice(*v, kSteeringModeSpellings);
     }
@@ -387,6 +390,30 @@ class ProfileDecoder {
       if (auto n = fw.get("max_entries")) s.forwarding.max_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
       if (auto n = fw.get("max_setup_entries"))
         s.forwarding.max_setup_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
+    }
+    backend_table_size_ = m.get("backend_table_size");
+    if (backend_table_size_) {
+      s.backend_table_size = d_.integer<std::uint32_t>(*backend_table_size_, 0, kMaglevMaxTableSize);
+      // A prime size makes each backend's preferred slots a permutation of
+      // all of them (steering/maglev.h).
+      if (s.backend_table_size != 0 && !maglev_is_prime(s.backend_table_size)) {
+        d_.fail(*backend_table_size_, "must be a prime (or 0: the default size), got " +
+                                          std::to_string(s.backend_table_size));
+      }
+    }
+  }
+
+  // After the backends: a size of its own needs a fleet to hash over, and a
+  // slot for each backend.
+  void check_backend_table_size() {
+    const SteeringConfig& s = p_.steering;
+    if (s.backend_table_size == 0) return;
+    if (s.backends.empty()) {
+      d_.fail(*backend_table_size_, "sizes the backend hash, but the profile lists no backends (0 or leave it out)");
+    }
+    if (s.backend_table_size < s.backends.size()) {
+      d_.fail(*backend_table_size_, "must be at least the number of backends (" + std::to_string(s.backends.size()) +
+                                        "), got " + std::to_string(s.backend_table_size));
     }
   }
 
@@ -760,6 +787,7 @@ class ProfileDecoder {
   std::vector<MapReader> port_maps_;  // parallel to p_.ports, for cross-check positions
   std::vector<MapReader> backend_maps_;  // parallel to p_.steering.backends, likewise
   std::optional<Field> servers_;         // steering.servers, when given
+  std::optional<Field> backend_table_size_;  // steering.backend_table_size, when given
   Field fallback_key_at_;                // steering.fallback.key, or where it would go
 };
 

@@ -11,6 +11,7 @@
 #include "dataplane/config/profile.h"
 #include "dataplane/config/yaml_reader.h"
 #include "steering/hex.h"
+#include "steering/owner_resolver.h"
 
 namespace qs {
 
@@ -117,6 +118,13 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "max_entries" << YAML::Value << s.forwarding.max_entries;
   out << YAML::Key << "max_setup_entries" << YAML::Value << s.forwarding.max_setup_entries;
   out << YAML::EndMap;
+  // As given (0: automatic), so that the dump reads back to the same rule;
+  // with backends, the size it comes to in a comment (for --check).
+  out << YAML::Key << "backend_table_size" << YAML::Value << s.backend_table_size;
+  if (const std::uint32_t slots = backend_hash_table_size(s); slots != 0) {
+    out << YAML::Comment((s.backend_table_size == 0 ? "automatic: " : "") + std::to_string(slots) + " slots, " +
+                         std::to_string((std::uint64_t(slots) * 2 + 512) >> 10) + " KiB");
+  }
   out << YAML::EndMap;
 
   // Resolved: every owner filled in. The slot is the position, not written.

@@ -66,7 +66,8 @@ std::optional<std::string> reload_refusal(const Profile& running, const Profile&
   const YAML::Node a = YAML::Load(dump_profile(running));
   const YAML::Node b = YAML::Load(dump_profile(next));
   const auto may_differ = [&](const std::string& key) {
-    return key == "steering.quic_lb" || key == "steering.servers" || key == "backends" || key == "action.delivery" ||
+    return key == "steering.quic_lb" || key == "steering.servers" || key == "backends" ||
+           key == "steering.backend_table_size" || key == "action.delivery" ||
            key == "steering.fallback.rekey_on_reload" ||
            (key == "steering.fallback.key" && next.rekey_fallback_on_reload);
   };

@@ -29,6 +29,7 @@
 #include "dataplane/fastpath/steer_meta.h"
 #include "dataplane/fastpath/tsan.h"
 #include "dataplane/fastpath/tsc.h"
+#include "steering/owner_resolver.h"
 
 namespace qs {
 namespace {
@@ -338,6 +339,12 @@ void Dataplane::build_lcores() {
   // backend slot, and for encapsulation the ICMP too-big replies, which an
   // owner sends back out of the RX port on its own TX queue there.
   backend_slots_used_ = std::uint32_t(profile_.steering.backends.size());
+  if (!profile_.steering.backends.empty()) {
+    const std::uint32_t slots = backend_hash_table_size(profile_.steering);
+    std::printf("backends: %zu, hashed over a Maglev table of %u slots (%zu MB, %s)\n",
+                profile_.steering.backends.size(), slots, megabytes(std::size_t(slots) * 2),
+                profile_.steering.backend_table_size == 0 ? "automatic" : "steering.backend_table_size");
+  }
   delivery_ = make_delivery_plan(profile_);
   if (!delivery_) return;
   live_delivery_.store(delivery_.get(), std::memory_order_release);
@@ -573,7 +580,9 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
     }
     r.message += ", backends " + std::to_string(backends_before) + " -> " +
                  std::to_string(profile_.steering.backends.size()) + " (" + std::to_string(draining) + " draining, " +
-                 std::to_string(down) + " down), delivery " + delivery_mode_name(profile_.action.delivery.mode);
+                 std::to_string(down) + " down), backend hash " +
+                 std::to_string(backend_hash_table_size(profile_.steering)) + " slots, delivery " +
+                 delivery_mode_name(profile_.action.delivery.mode);
   }
   return r;
 }

@@ -172,7 +172,8 @@ TEST_F(Backends, DrainedBackendKeepsItsConnectionsAndDownBackendGetsNothing) {
   const ScenarioResult r = run(fleet_profile(), sent, port_mac, after, half, &reload);
   ASSERT_FALSE(r.stalled);
   ASSERT_TRUE(reload.applied) << reload.message;
-  EXPECT_NE(reload.message.find("backends 8 -> 8 (1 draining, 1 down), delivery l2"), std::string::npos)
+  EXPECT_NE(reload.message.find("backends 8 -> 8 (1 draining, 1 down), backend hash 1048583 slots, delivery l2"),
+            std::string::npos)
       << reload.message;
   EXPECT_EQ(r.mbufs_leaked, 0);
   EXPECT_EQ(r.accounting, "");

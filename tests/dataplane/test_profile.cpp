@@ -3,6 +3,7 @@
 // reads back to itself.
 #include "tests/shipped_profile.h"
 #include "dataplane/config/profile.h"
+#include "steering/owner_resolver.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -751,6 +752,47 @@ TEST(Backends, AtMostKMaxBackends) {
               StartsWith("t.yaml:5:3: backends: at most 4096 backends, got 4097"));
 }
 
+// `fleet` with steering.backend_table_size set to `size` (YAML text).
+std::string sized_fleet(const std::string& size, const std::string& backend_lines) {
+  std::string y = fleet(2, backend_lines);
+  y.replace(y.find("steering:\n"), 10, "steering:\n  backend_table_size: " + size + "\n");
+  return y;
+}
+
+// steering.backend_table_size: 0 (or absent) chooses the size from the
+// active backends' weights; a prime sets it. The dump keeps what was given
+// and says the size in a comment, which --check prints.
+TEST(Backends, TableSizeIsAPrimeOrAutomatic) {
+  const std::string three = "  - {name: a, mac: \"02:00:00:00:00:01\"}\n  - {name: b, mac: \"02:00:00:00:00:02\"}\n"
+                            "  - {name: c, mac: \"02:00:00:00:00:03\", weight: 2, state: draining}\n";
+  const qs::Profile automatic = qs::parse_profile(fleet(2, three), "t.yaml");
+  EXPECT_EQ(automatic.steering.backend_table_size, 0u);
+  EXPECT_EQ(qs::backend_hash_table_size(automatic.steering), 1048583u);
+  EXPECT_THAT(qs::dump_profile(automatic), HasSubstr("backend_table_size: 0  # automatic: 1048583 slots, 2048 KiB\n"));
+  EXPECT_EQ(qs::parse_profile(sized_fleet("0", three), "t.yaml").steering.backend_table_size, 0u);
+
+  const qs::Profile sized = qs::parse_profile(sized_fleet("16777259", three), "t.yaml");
+  EXPECT_EQ(sized.steering.backend_table_size, 16777259u);
+  EXPECT_EQ(qs::backend_hash_table_size(sized.steering), 16777259u);
+  const std::string dump = qs::dump_profile(sized, qs::DumpKeys::kInFull);
+  EXPECT_THAT(dump, HasSubstr("backend_table_size: 16777259  # 16777259 slots, 32768 KiB\n"));  // 32 Mi + 86 octets
+  EXPECT_EQ(qs::parse_profile(dump, "dump.yaml").steering.backend_table_size, 16777259u);
+  EXPECT_EQ(qs::parse_profile(sized_fleet("3", three), "t.yaml").steering.backend_table_size, 3u);
+
+  EXPECT_THAT(error_of(sized_fleet("1048581", three)),
+              StartsWith("t.yaml:6:23: steering.backend_table_size: must be a prime (or 0: the default "
+                         "size), got 1048581"));
+  EXPECT_THAT(error_of(sized_fleet("16777261", three)),
+              StartsWith("t.yaml:6:23: steering.backend_table_size: must be in 0..16777259, got 16777261"));
+  EXPECT_THAT(error_of(sized_fleet("-1", three)), StartsWith("t.yaml:6:23: steering.backend_table_size: must be in"));
+  EXPECT_THAT(error_of(sized_fleet("2", three)),
+              StartsWith("t.yaml:6:23: steering.backend_table_size: must be at least the number of backends (3), "
+                         "got 2"));
+  EXPECT_THAT(error_of(kBase + "steering: {backend_table_size: 65537}\n"),
+              HasSubstr("steering.backend_table_size: sizes the backend hash, but the profile lists no backends"));
+  EXPECT_NO_THROW(qs::parse_profile(kBase + "steering: {backend_table_size: 0}\n", "t.yaml"));
+}
+
 TEST(Delivery, DecodesEveryField) {
   const qs::Profile p = qs::parse_profile(
       with_delivery("{mode: vxlan, source_ipv4: 10.77.2.1, source_ipv6: \"fd77::1\", vxlan_vni: 16777215, "
@@ -818,7 +860,7 @@ TEST(Backends, DumpReadsBackToTheSameFleet) {
   EXPECT_THAT(dump, HasSubstr("ipv6: \"fd00::1\""));
   EXPECT_THAT(dump, HasSubstr("mac: \"02:00:00:00:00:01\""));
   EXPECT_THAT(dump, HasSubstr("state: draining"));
-  EXPECT_THAT(dump, ::testing::Not(HasSubstr("slot")));
+  EXPECT_THAT(dump, ::testing::Not(HasSubstr("slot:")));
   const qs::Profile again = qs::parse_profile(dump, "dump.yaml");
   EXPECT_EQ(qs::dump_profile(again, qs::DumpKeys::kInFull), dump);
   ASSERT_EQ(again.steering.backends.size(), p.steering.backends.size());
@@ -1523,6 +1565,20 @@ TEST(ReloadRefusal, BackendsMayChangeInEveryWay) {
   const qs::Profile none = reload_parse(fleet_reload("", "{mode: as_is}"));
   EXPECT_EQ(qs::reload_refusal(none, running), std::nullopt);
   EXPECT_EQ(qs::reload_refusal(running, none), std::nullopt);
+}
+
+// The backend hash's size is part of the fleet: a reload may change it
+// (and so move most hashed connections, as the operator asked).
+TEST(ReloadRefusal, BackendTableSizeMayChange) {
+  const qs::Profile running = reload_parse(fleet_reload(kFleetA + kFleetB, kL2));
+  const auto sized = [](const std::string& size) {
+    std::string y = fleet_reload(kFleetA + kFleetB, kL2);
+    y.replace(y.find("steering:\n"), 10, "steering:\n  backend_table_size: " + size + "\n");
+    return reload_parse(y);
+  };
+  EXPECT_EQ(qs::reload_refusal(running, sized("1048583")), std::nullopt);
+  EXPECT_EQ(qs::reload_refusal(sized("1048583"), sized("131071")), std::nullopt);
+  EXPECT_EQ(qs::reload_refusal(sized("131071"), running), std::nullopt);
 }
 
 TEST(ReloadRefusal, DeliveryMayChange) {

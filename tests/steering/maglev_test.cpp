@@ -137,8 +137,8 @@ TEST(MaglevTable, LookupReachesEverySlotInOrder) {
 // Every round gives a member exactly its weight's slots; only the last round
 // is cut short. So a member of weight w has between w * R and w * (R + 1)
 // slots, R the number of full rounds, and its share is within 1/R of
-// w / total.
-void expect_shares_follow_weights(const std::vector<std::uint32_t>& weights, double tolerance) {
+// w / total. Returns the table's size.
+std::uint32_t expect_shares_follow_weights(const std::vector<std::uint32_t>& weights, double tolerance) {
   const Fleet fleet(weights);
   const MaglevTable t(fleet.members, test_key());
   std::uint64_t total = 0;
@@ -151,15 +151,41 @@ void expect_shares_follow_weights(const std::vector<std::uint32_t>& weights, dou
     EXPECT_GE(counts[i], weights[i] * rounds) << "member " << i;
     EXPECT_LE(counts[i], weights[i] * (rounds + 1)) << "member " << i;
   }
+  return t.size();
 }
 
 TEST(MaglevTable, EqualWeightsShareEvenly) {
-  expect_shares_follow_weights(std::vector<std::uint32_t>(100, 1), 0.03);
-  expect_shares_follow_weights(std::vector<std::uint32_t>(1000, 1), 0.05);
-  // The chosen size: the first listed prime with 64 slots per unit of weight.
-  EXPECT_EQ(MaglevTable(Fleet::uniform(1000, 1).members, test_key()).size(), 65537u);
-  EXPECT_EQ(MaglevTable(Fleet::uniform(1025, 1).members, test_key()).size(), 131071u);
-  EXPECT_EQ(MaglevTable(Fleet::uniform(kMaxBackends, 1).members, test_key()).size(), 262147u);
+  // The default size whatever the fleet's size: 1048583.
+  EXPECT_EQ(expect_shares_follow_weights(std::vector<std::uint32_t>(100, 1), 0.03), 1048583u);
+  EXPECT_EQ(expect_shares_follow_weights(std::vector<std::uint32_t>(1000, 1), 0.05), 1048583u);
+  EXPECT_EQ(MaglevTable(Fleet::uniform(2, 1).members, test_key()).size(), 1048583u);
+  EXPECT_EQ(MaglevTable(Fleet::uniform(10, 7).members, test_key()).size(), 1048583u);
+}
+
+// The default size, from the weights' total in lowest terms: 1048583 for
+// every fleet up to 16384 units, so that adding, draining or removing a
+// backend never changes the size (a change moves nearly every hashed key);
+// past that 64 slots per unit up to the last listed size (shares within
+// 1/64 of the weights').
+TEST(MaglevTable, DefaultSizeIsOneSizeUntilTheWeightsNeedMore) {
+  for (std::uint64_t units = 1; units <= 16384; ++units)
+    ASSERT_EQ(maglev_default_table_size(units), kMaglevDefaultTableSize) << units;
+  EXPECT_EQ(kMaglevDefaultTableSize, 1048583u);
+  EXPECT_EQ(maglev_default_table_size(16385), 2097169u);
+  EXPECT_EQ(maglev_default_table_size(65536), 4194319u);
+  EXPECT_EQ(maglev_default_table_size(65537), 8388617u);
+  EXPECT_EQ(maglev_default_table_size(262145), kMaglevMaxTableSize);
+  EXPECT_EQ(maglev_default_table_size(std::uint64_t(kMaxBackends) * 1000), kMaglevMaxTableSize);
+  // The weights in lowest terms: 20 members of weight 1000 and one of 999
+  // are 20,999 units, not 21; 0 in a profile asks for the default.
+  std::vector<std::uint32_t> weights(20, 1000);
+  weights.push_back(999);
+  const Fleet mixed(weights), scaled = Fleet::uniform(21, 1000);
+  EXPECT_EQ(MaglevTable(mixed.members, test_key()).size(), maglev_default_table_size(20999));
+  EXPECT_EQ(MaglevTable(mixed.members, test_key()).size(), 2097169u);
+  EXPECT_EQ(MaglevTable(scaled.members, test_key(), 0).size(), kMaglevDefaultTableSize);
+  for (std::uint32_t n : {2u, 3u, 65537u, 1048583u, 16777259u}) EXPECT_TRUE(maglev_is_prime(n)) << n;
+  for (std::uint32_t n : {0u, 1u, 4u, 65536u, 1048581u, 16777257u}) EXPECT_FALSE(maglev_is_prime(n)) << n;
 }
 
 TEST(MaglevTable, SharesFollowWeights) {
@@ -173,38 +199,33 @@ TEST(MaglevTable, SharesFollowWeights) {
 }
 
 // Removing one of N members moves every key it had and some of the others'
-// (they claim their preferred slots in another order). Measured over three
-// keys, removing each of 10 members or every tenth of 100, as slots changed
-// times N: N = 10 at most 1.03, N = 100 1.52 to 1.61 (the table's 65537
-// slots are 655 per member there, the disruption grows as that falls). The
-// bounds leave the margin between those and another key's or member's.
-// Adding the member back restores the table exactly.
+// (they claim their preferred slots in another order). Keys spread evenly
+// over the slots, so the share of keys that move is the share of slots
+// whose entry changes. Measured with this key at the default size (1048583
+// slots), as slots changed x N / M: N = 10 1.01, N = 100 1.10, N = 1000
+// 3.06 (at 65537 slots, the size before: 1.02, 1.55, 6.7). Other keys and
+// removed members give within a few hundredths of those; the bounds leave
+// that margin. Adding the member back restores the table exactly.
 TEST(MaglevTable, RemovingOneOfNMovesAboutOneOverN) {
-  std::mt19937_64 rng(5);
-  std::vector<std::uint64_t> hashes(1000000);
-  for (auto& h : hashes) h = rng();
-  for (const auto& [n, bound] : {std::pair<std::size_t, double>{10, 1.1}, {100, 1.8}}) {
+  for (const auto& [n, bound] : {std::pair<std::size_t, double>{10, 1.05}, {100, 1.2}, {1000, 3.3}}) {
     const Fleet fleet = Fleet::uniform(n, 1);
-    const MaglevTable before(fleet.members, test_key());
+    const auto before = entries(MaglevTable(fleet.members, test_key()));
     const std::size_t gone = n / 2;
-    const MaglevTable after(fleet.without(gone), test_key());
+    const auto after = entries(MaglevTable(fleet.without(gone), test_key()));
     ASSERT_EQ(after.size(), before.size());
     std::size_t moved = 0, of_gone = 0;
-    for (std::uint64_t h : hashes) {
-      const std::uint16_t a = before.target_for(h), b = after.target_for(h);
-      if (a == gone) {
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      if (before[i] == gone) {
         ++of_gone;
-        ASSERT_NE(b, gone);
+        ASSERT_NE(after[i], gone);
       }
-      moved += a != b;
+      moved += before[i] != after[i];
     }
-    const double per_n = double(moved) / double(hashes.size()) * double(n);
+    const double per_n = double(moved) / double(before.size()) * double(n);
     RecordProperty("moved_times_n_" + std::to_string(n), std::to_string(per_n));
-    EXPECT_GT(of_gone, hashes.size() / n * 9 / 10) << n;
+    EXPECT_GE(of_gone, before.size() / n) << n;
     EXPECT_LE(per_n, bound) << n << " members";
-
-    const MaglevTable again(fleet.members, test_key());
-    EXPECT_EQ(entries(again), entries(before)) << n;
+    EXPECT_EQ(entries(MaglevTable(fleet.members, test_key())), before) << n;
   }
 }
 

@@ -421,6 +421,28 @@ TEST(BackendResolution, TheHashPicksOnlyActiveBackendsWhateverTheOrderOfTheList)
   EXPECT_EQ(r.resolve_quic_lb(cid.data(), cid.size()).backend, 4u);
 }
 
+// The backend hash has the profile's backend_table_size, or when that is 0
+// the default for the ACTIVE backends' weights: what backend_hash_table_size()
+// tells the dump and the logs.
+TEST(BackendResolution, TheHashHasTheProfilesTableSize) {
+  SteeringConfig c = fleet(120, std::vector<BackendState>(20, BackendState::kDraining));
+  EXPECT_EQ(backend_hash_table_size(c), maglev_default_table_size(100));
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 1048583u);
+  // The 100 active backends weighing 99 x 655 + 691 = 65,536 units (in
+  // lowest terms: 691 is prime), past what 1048583 slots hold at 64 per
+  // unit but not 4194319; the 20 draining ones (weight 1) would tip it over.
+  for (std::size_t i = 20; i < c.backends.size(); ++i) c.backends[i].weight = 655;
+  c.backends[30].weight = 691;
+  EXPECT_EQ(backend_hash_table_size(c), 4194319u);
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 4194319u);
+  c.backend_table_size = 1009;
+  EXPECT_EQ(backend_hash_table_size(c), 1009u);
+  EXPECT_EQ(OwnerResolver(c).backend_table_size(), 1009u);
+  EXPECT_EQ(OwnerResolver(fleet(0)).backend_table_size(), 0u);
+  c.backend_table_size = 1011;  // 3 x 337
+  EXPECT_THROW(OwnerResolver{c}, std::invalid_argument);
+}
+
 TEST(BackendResolution, RefusesWhatItCannotRoute) {
   SteeringConfig c = fleet(3);
   c.backends[1].owner_lcore = 9;
