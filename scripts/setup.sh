@@ -29,7 +29,10 @@ packages=(
 # libxdp (net_af_xdp). Inside `ip netns exec` /sys is a fresh sysfs without
 # bpffs: libxdp then says "No bpffs found" and loads its program without the
 # dispatcher, which works.
-if [ "$(id -u)" -eq 0 ]; then
+# Called after the install: dpdk-hugepages.py comes with the dpdk package, so
+# on a fresh machine it is there only once the packages are.
+reserve_memory() {
+  [ "$(id -u)" -eq 0 ] || return 0
   # --reserve and --mount, not --setup: that would first clear the pages and
   # unmount hugetlbfs under any DPDK process running meanwhile.
   if [ "$(awk '/^HugePages_Total:/ {print $2}' /proc/meminfo)" -lt 512 ] && command -v dpdk-hugepages.py >/dev/null; then
@@ -39,7 +42,7 @@ if [ "$(id -u)" -eq 0 ]; then
       echo "setup: could not reserve hugepages; quicsteer runs with --no-huge" >&2
   fi
   mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
-fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -47,7 +50,7 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && { reserve_memory; exit 0; }
 
 cmd="apt-get install -y --no-install-recommends ${missing[*]}"
 if [ "$(id -u)" -ne 0 ]; then
@@ -61,3 +64,4 @@ apt-get update -qq >/dev/null
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done" >&2
+reserve_memory
