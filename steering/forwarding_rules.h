@@ -45,6 +45,15 @@
 // connections would be hashed and split. What stays: a client that opens
 // many connections (new SCIDs or ports) teaches a few entries for each, as
 // that many real connections would.
+//
+// A reload that removes a backend leaves entries naming its slot, which the
+// new resolver maps to no owner. A lookup that finds one treats it as a miss
+// (counted as retired_hits) and goes on to the next rule, and never learns
+// from it; the control path then has the slot's entries swept out
+// (retire(): a pass over both tables on the sweeping lcore, counted as
+// retired) and gives the slot to a new backend only once that pass is done
+// (swept()), so that no entry of a removed backend is ever read as the new
+// one's.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +66,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <vector>
 
 namespace qs {
 
@@ -69,6 +80,7 @@ struct LearnCounts {
   std::uint32_t table_full = 0;     // established entries refused: the table is full
   std::uint32_t over_budget = 0;    // DCIDs not learned: their connection had taught its share
   std::uint32_t lost_races = 0;     // entries not written: other lcores changed the buckets meanwhile
+  std::uint32_t retired_hits = 0;   // entries found that name a backend a reload removed (read as misses)
 };
 
 // The two tables a data path shares between its receiving lcores (or a tool
@@ -80,6 +92,7 @@ class ForwardingTables {
   static constexpr unsigned kSetupCredit = 4;
   static constexpr unsigned kTupleCredit = ForwardingTable::kMaxCredit;
   static_assert(kMaxBackends <= ForwardingTable::kMaxTarget + 1u, "a table word holds any backend slot");
+  static_assert(kTargetSpace == ForwardingTable::kMaxTarget + 1u, "a resolver answers for any target a table holds");
 
   // `key`: keys the tables' hashes. quicsteer draws one at random at each
   // start; quicsteer-cid classify uses the profile's fallback key. Only
@@ -140,6 +153,43 @@ class ForwardingTables {
     return established_.expire(now_ms, idle_ms_, max_buckets) + setup_.expire(now_ms, idle_ms_, max_buckets);
   }
 
+  // Retirement of targets (backend slots a reload removed; see the top of
+  // this file). Control path: retire() once no lcore resolves with a
+  // resolver that still routes to them (after the reload's grace period);
+  // it returns the generation whose sweep removes their entries. Once
+  // swept(generation), forget() them before a resolver routes to them
+  // again.
+  std::uint64_t retire(const std::vector<std::uint16_t>& targets) {
+    for (const std::uint16_t t : targets) retiring_.add(t);
+    // Release: a sweep pass that reads this generation sees the targets.
+    return retire_requested_.fetch_add(1, std::memory_order_release) + 1;
+  }
+  bool swept(std::uint64_t generation) const { return retire_done_.load(std::memory_order_acquire) >= generation; }
+  void forget(const std::vector<std::uint16_t>& targets) {
+    for (const std::uint16_t t : targets) retiring_.remove(t);
+  }
+  // The sweeping lcore, once per housekeeping tick: whether a sweep is due.
+  bool retirement_pending() const {
+    return retire_requested_.load(std::memory_order_relaxed) != retire_done_.load(std::memory_order_relaxed);
+  }
+  // Sweeps the next max_buckets buckets of both tables of every retiring
+  // target's entries; returns how many went. A pass covers every bucket
+  // and completes the generation requested when it began. The same one
+  // caller as expire().
+  unsigned sweep_retired(unsigned max_buckets) {
+    if (retire_cursor_ == 0) retire_pass_ = retire_requested_.load(std::memory_order_acquire);
+    const std::uint32_t buckets = std::max(established_.bucket_count(), setup_.bucket_count());
+    const unsigned n = std::min<std::uint32_t>(max_buckets, buckets - retire_cursor_);
+    const unsigned removed =
+        established_.remove_targets(retiring_, retire_cursor_, n) + setup_.remove_targets(retiring_, retire_cursor_, n);
+    retire_cursor_ += n;
+    if (retire_cursor_ == buckets) {
+      retire_cursor_ = 0;
+      retire_done_.store(retire_pass_, std::memory_order_release);
+    }
+    return removed;
+  }
+
   // Routes a QUIC packet with a DCID that QUIC-LB did not route, learning as
   // it goes (see the top of this file).
   Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
@@ -155,11 +205,15 @@ class ForwardingTables {
       ForwardingTable::Entry entry = setup_.find_entry(setup, now_ms);
       if (entry.found()) {
         const std::uint16_t target = entry.target();
-        // The 4-tuple is learned with each new DCID (the rest of a
-        // handshake's packets find theirs present and skip it).
-        if (learn_from(setup_, entry, cid, false, now_ms, counts))
-          learn(tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
-        return r.resolution(target, ResolveMethod::kLearnedSetup);
+        const Resolution learned = r.resolution(target, ResolveMethod::kLearnedSetup);
+        if (learned.routed()) {
+          // The 4-tuple is learned with each new DCID (the rest of a
+          // handshake's packets find theirs present and skip it).
+          if (learn_from(setup_, entry, cid, false, now_ms, counts))
+            learn(tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
+          return learned;
+        }
+        ++counts.retired_hits;
       }
       const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
@@ -186,12 +240,20 @@ class ForwardingTables {
 
   Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
                            std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
-    const std::uint16_t owner = established_.find(cid, now_ms);
-    if (owner != ForwardingTable::kNone) return r.resolution(owner, ResolveMethod::kLearnedCid);
+    const std::uint16_t target = established_.find(cid, now_ms);
+    if (target != ForwardingTable::kNone) {
+      const Resolution learned = r.resolution(target, ResolveMethod::kLearnedCid);
+      if (learned.routed()) return learned;
+      ++counts.retired_hits;
+    }
     ForwardingTable::Entry tuple = established_.find_entry(tuple_key(frame, p), now_ms);
     if (tuple.found()) {
-      learn_from(established_, tuple, cid, true, now_ms, counts);
-      return r.resolution(tuple.target(), ResolveMethod::kLearnedTuple);
+      const Resolution learned = r.resolution(tuple.target(), ResolveMethod::kLearnedTuple);
+      if (learned.routed()) {
+        learn_from(established_, tuple, cid, true, now_ms, counts);
+        return learned;
+      }
+      ++counts.retired_hits;
     }
     return {};
   }
@@ -235,6 +297,14 @@ class ForwardingTables {
   ForwardingTable setup_;
   std::uint32_t idle_ms_;
   std::uint64_t seed_ = 0;
+  // Retirement: the control path's targets and generations, the sweeping
+  // lcore's cursor (in buckets of the larger table) and the generation its
+  // pass completes.
+  ForwardingTable::TargetSet retiring_;
+  std::atomic<std::uint64_t> retire_requested_{0};
+  std::atomic<std::uint64_t> retire_done_{0};
+  std::uint32_t retire_cursor_ = 0;
+  std::uint64_t retire_pass_ = 0;
 };
 
 }  // namespace qs

@@ -261,6 +261,46 @@ class ForwardingTable {
     return removed;
   }
 
+  // A set of targets, one bit each, that the control path writes and a
+  // sweeper reads (ForwardingTables: the backend slots a reload removed).
+  struct TargetSet {
+    std::atomic<std::uint64_t> words[(kMaxTarget + 1) / 64] = {};
+    bool contains(std::uint16_t target) const {
+      return (words[target >> 6].load(std::memory_order_relaxed) >> (target & 63) & 1) != 0;
+    }
+    void add(std::uint16_t target) {
+      words[target >> 6].fetch_or(std::uint64_t(1) << (target & 63), std::memory_order_relaxed);
+    }
+    void remove(std::uint16_t target) {
+      words[target >> 6].fetch_and(~(std::uint64_t(1) << (target & 63)), std::memory_order_relaxed);
+    }
+  };
+
+  // Removes the entries whose target is in `targets` from buckets [first,
+  // first + n) (as far as the table has them). Returns the number removed.
+  // The same one caller as expire(), with a cursor of its own.
+  unsigned remove_targets(const TargetSet& targets, std::uint32_t first, unsigned n) {
+    unsigned removed = 0;
+    const std::uint64_t end = std::uint64_t(first) + n < bucket_count() ? std::uint64_t(first) + n : bucket_count();
+    for (std::uint64_t at = first; at < end; ++at) {
+      Bucket& b = buckets_[at];
+      for (unsigned i = 0; i < kSlotsPerBucket; ++i) {
+        std::uint64_t word = b.word[i].load(std::memory_order_acquire);
+        // A compare-and-swap of the word read; a failed one reads the slot
+        // again (an entry expired, evicted or replaced meanwhile may name
+        // another target), so that none naming a target of the set is left.
+        while (word != 0 && targets.contains(std::uint16_t(word & kMaxTarget))) {
+          if (b.word[i].compare_exchange_weak(word, 0, std::memory_order_relaxed, std::memory_order_acquire)) {
+            size_.fetch_sub(1, std::memory_order_relaxed);
+            ++removed;
+            break;
+          }
+        }
+      }
+    }
+    return removed;
+  }
+
   std::uint32_t bucket_count() const { return mask_ + 1; }
   std::uint32_t slot_count() const { return (mask_ + 1) * kSlotsPerBucket; }
   // Entries now (evictions replace one in place, so they do not change it).

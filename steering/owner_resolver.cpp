@@ -12,6 +12,8 @@ namespace {
 std::vector<unsigned> checked_owners(const SteeringConfig& config) {
   if (config.owner_lcores.empty())
     throw std::invalid_argument("steering: no owner lcores");
+  if (config.owner_lcores.size() > kTargetSpace)
+    throw std::invalid_argument("steering: more than " + std::to_string(kTargetSpace) + " owner lcores");
   return config.owner_lcores;
 }
 
@@ -84,7 +86,7 @@ OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBacke
     server_ids_.build(routes);
     return;
   }
-  targets_.resize(owner_lcores_.size());
+  targets_.assign(kTargetSpace, TargetInfo{kNoOwner, kNoBackend});
   for (std::size_t i = 0; i < owner_lcores_.size(); ++i) targets_[i] = {std::uint16_t(i), kNoBackend};
   for (const ServerRoute& route : config.server_routes) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), route.owner_lcore);
@@ -107,15 +109,16 @@ void OwnerResolver::build_backends(const SteeringConfig& config, const std::set<
     throw std::invalid_argument("steering: server routes and backends together (server IDs belong to backends)");
   if (config.backends.size() > kMaxBackends)
     throw std::invalid_argument("steering: more than " + std::to_string(kMaxBackends) + " backends");
-  std::size_t slots = 0;
-  for (const BackendConfig& b : config.backends) slots = std::max<std::size_t>(slots, b.slot + 1u);
-  targets_.assign(slots, TargetInfo{kNoOwner, kNoBackend});
+  targets_.assign(kTargetSpace, TargetInfo{kNoOwner, kNoBackend});
   std::vector<MaglevMember> active;
   for (const BackendConfig& b : config.backends) {
     const auto owner = std::find(owner_lcores_.begin(), owner_lcores_.end(), b.owner_lcore);
     if (owner == owner_lcores_.end())
       throw std::invalid_argument("steering: backend " + b.name + " is served by lcore " +
                                   std::to_string(b.owner_lcore) + ", which is not an owner");
+    if (b.slot >= kTargetSpace)
+      throw std::invalid_argument("steering: backend " + b.name + " has slot " + std::to_string(b.slot) +
+                                  ", past the last (" + std::to_string(kTargetSpace - 1) + ")");
     if (targets_[b.slot].backend != kNoBackend)
       throw std::invalid_argument("steering: backend " + b.name + " has slot " + std::to_string(b.slot) +
                                   ", which another backend has too");

@@ -72,6 +72,12 @@ std::string_view to_string(ResolveMethod m);
 
 inline constexpr std::uint16_t kNoOwner = 0xffff;
 inline constexpr std::uint16_t kNoBackend = 0xffff;
+// Targets a resolver answers for: every value a forwarding-table entry can
+// hold (ForwardingTable::kTargetBits), so that resolution() of what a table
+// learned under an earlier configuration is in range; those of no owner or
+// backend now resolve to kNoOwner.
+inline constexpr std::size_t kTargetSpace = 4096;
+static_assert(kMaxBackends <= kTargetSpace);
 
 struct Resolution {
   std::uint16_t owner_index = kNoOwner;
@@ -209,8 +215,9 @@ class OwnerResolver {
   bool has_backends() const { return backend_hash_.has_value(); }
   // Slots of the backend hash (backend_hash_table_size()); 0 without backends.
   std::uint32_t backend_table_size() const { return backend_hash_ ? backend_hash_->size() : 0; }
-  // What a target stands for. Targets come from this resolver's own tables,
-  // so every one is in range.
+  // What a target (below kTargetSpace) stands for: not routed (kNoOwner)
+  // for one that names nothing in this configuration, such as the slot of a
+  // backend a reload removed, which the forwarding tables may still hold.
   Resolution resolution(std::uint16_t target, ResolveMethod how) const {
     const TargetInfo t = targets_[target];  // one 4-octet load for both
     return {t.owner, t.backend, how};
@@ -340,8 +347,9 @@ class OwnerResolver {
   CidHash cid_hash_;
   ConsistentHashRing ring_;
   std::optional<MaglevTable> backend_hash_;  // with backends only
-  // By target: its owner index, and its backend slot (kNoBackend without
-  // backends, where targets are owners). Slots of no backend have kNoOwner.
+  // By target, kTargetSpace of them: its owner index, and its backend slot
+  // (kNoBackend without backends, where targets are owners). Targets of no
+  // owner or backend have kNoOwner.
   struct TargetInfo {
     std::uint16_t owner;
     std::uint16_t backend;

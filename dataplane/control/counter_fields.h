@@ -79,6 +79,9 @@ inline constexpr ReceiveField kReceiveFields[] = {
     {"lost_races", "forwarding_lost_races_total", "", CounterKind::kCounter, CounterUnit::kCount,
      "Forwarding-table entries not written because other lcores changed their buckets meanwhile.",
      &ReceiveTotals::lost_races, &RxQueueStats::lost_races},
+    {"retired_hits", "forwarding_retired_hits_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table lookups that found an entry of a backend a reload removed (routed on as misses).",
+     &ReceiveTotals::retired_hits, &RxQueueStats::retired_hits},
 };
 
 // Per RX queue only.
@@ -188,6 +191,12 @@ inline constexpr ForwardingField kForwardingFields[] = {
      "Slots of a forwarding table.", &ForwardingSnapshot::setup_slots},
     {"expired", "forwarding_expired_total", "", CounterKind::kCounter, CounterUnit::kCount, "Idle forwarding-table entries removed.",
      &ForwardingSnapshot::expired},
+    {"retired", "forwarding_retired_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries removed because a reload removed the backend they named.",
+     &ForwardingSnapshot::retired},
+    {"retiring_slots", "forwarding_retiring_slots", "", CounterKind::kGauge, CounterUnit::kCount,
+     "Backend slots a reload freed whose forwarding-table entries are still being swept.",
+     &ForwardingSnapshot::retiring_slots},
 };
 
 // Each backend of the fleet: its owners' counters added up.

@@ -22,7 +22,8 @@ struct ReceiveTotals {
   std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
   std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
   std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
-  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0, over_budget = 0, lost_races = 0;
+  std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0, over_budget = 0, lost_races = 0,
+                retired_hits = 0;
   DropArray drops{};
   void add(const ReceiveTotals& o);
 };
@@ -75,6 +76,10 @@ struct ForwardingSnapshot {
   std::uint64_t entries = 0, slots = 0;              // established table
   std::uint64_t setup_entries = 0, setup_slots = 0;  // setup table
   std::uint64_t expired = 0;                         // idle entries removed, both tables
+  // Entries removed because a reload removed the backend they named, and
+  // the backend slots whose entries are still being swept (a slot is given
+  // to a new backend only once its sweep is done).
+  std::uint64_t retired = 0, retiring_slots = 0;
 };
 
 // One backend of the fleet: its owners' counters added up (by slot).

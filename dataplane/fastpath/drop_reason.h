@@ -19,6 +19,7 @@ enum class DropReason : unsigned {
   kShutdown,     // still in a ticket, ring or TX stage when the lcores stopped
   kBackendDown,  // steered to a backend whose state is down (or that a reload removed)
   kTooBig,       // larger than the TX port's MTU once encapsulated for its backend
+  kNoOwner,      // the classifier named no owner of this data path (never expected: checked, not trusted)
   kCount
 };
 
@@ -36,6 +37,7 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kShutdown: return "shutdown";
     case DropReason::kBackendDown: return "backend_down";
     case DropReason::kTooBig: return "too_big";
+    case DropReason::kNoOwner: return "no_owner";
     case DropReason::kCount: break;
   }
   return "?";

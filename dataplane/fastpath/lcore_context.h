@@ -96,6 +96,7 @@ struct LcoreContext {
   ForwardingTables* forwarding_sweeper = nullptr;
   std::unique_ptr<SweepPacer> forwarding_sweep;  // buckets of each table, per idle_timeout / 4
   Counter forwarding_expired;
+  Counter forwarding_retired;  // entries of removed backends swept out (ForwardingTables::sweep_retired)
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner

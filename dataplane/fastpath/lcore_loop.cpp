@@ -30,6 +30,11 @@
 namespace qs {
 namespace {
 
+// Buckets of each forwarding table a housekeeping tick sweeps of removed
+// backends' entries: 16 KiB of each, so that the tick stays short; the
+// default tables (65,536 buckets) are swept in 256 ticks.
+constexpr unsigned kRetireBucketsPerTick = 256;
+
 inline void count_drop(DropCounters& d, DropReason r, std::uint64_t n = 1) {
   d[static_cast<std::size_t>(r)].add(n);
 }
@@ -444,6 +449,7 @@ void count_routes(RxQueueStats& s, const RouteCounts& r) {
   if (r.learn.table_full) s.table_full.add(r.learn.table_full);
   if (r.learn.over_budget) s.over_budget.add(r.learn.over_budget);
   if (r.learn.lost_races) s.lost_races.add(r.learn.lost_races);
+  if (r.learn.retired_hits) s.retired_hits.add(r.learn.retired_hits);
 }
 
 void update_parked_owners(LcoreContext& c) {
@@ -544,23 +550,30 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   // group as it stands: where the NIC already delivers connections to their
   // owners' queues (a flow rule on the CID's server id), nearly every burst
   // is one.
-  if (kept == n && one_owner) {
+  // An owner index is checked before anything is indexed by it: the
+  // classifier names one of this data path's owners for every packet it
+  // keeps, and a packet without one is dropped, counted as no_owner.
+  const unsigned owners = unsigned(c.out_rings.size());
+  if (kept == n && one_owner && owner[0] < owners) {
     deliver(c, q, owner[0], pkts, meta, n, now);
     return n + work;
   }
 
   // Stable counting sort by owner: each owner's packets stay in arrival order.
-  const unsigned owners = unsigned(c.out_rings.size());
   unsigned count[kMaxOwners + 1] = {};
+  unsigned unowned = 0;
   for (unsigned i = 0; i < n; ++i) {
-    if (cls[i] >= RxClass::kNotUdp) [[unlikely]] {
+    if (cls[i] >= RxClass::kNotUdp || owner[i] >= owners) [[unlikely]] {
+      unowned += cls[i] < RxClass::kNotUdp;
       owner[i] = kNoOwner;
       rte_pktmbuf_free(pkts[i]);
       continue;
     }
     ++count[owner[i] + 1];
   }
-  if (kept == 0) return n;
+  if (unowned != 0) [[unlikely]]
+    count_drop(q.stats.drops, DropReason::kNoOwner, unowned);
+  if (kept == unowned) return n + work;
 
   unsigned start[kMaxOwners + 1];
   start[0] = 0;
@@ -665,6 +678,13 @@ int lcore_main(void* arg) {
         const unsigned expired = c.forwarding_sweeper->expire(std::uint32_t(now / c.tsc_per_ms),
                                                               c.forwarding_sweep->due(since_tick));
         if (expired) c.forwarding_expired.add(expired);
+        // A reload removed backends: their entries go in a pass of their
+        // own, a bounded slice per tick, so that their slots are free again
+        // within milliseconds rather than an idle timeout.
+        if (c.forwarding_sweeper->retirement_pending()) {
+          const unsigned retired = c.forwarding_sweeper->sweep_retired(kRetireBucketsPerTick);
+          if (retired) c.forwarding_retired.add(retired);
+        }
       }
     }
 

@@ -33,6 +33,7 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter table_full;     // entries the full forwarding table refused (those packets were hashed)
   Counter over_budget;    // DCIDs not learned: their connection had taught its share
   Counter lost_races;     // entries not written: other lcores changed the buckets meanwhile
+  Counter retired_hits;   // entries found naming a backend a reload removed (read as misses)
   DropCounters drops;
 };
 

@@ -338,7 +338,7 @@ void Dataplane::build_lcores() {
   // Forward with backends: the delivery plan, each owner's counters per
   // backend slot, and for encapsulation the ICMP too-big replies, which an
   // owner sends back out of the RX port on its own TX queue there.
-  backend_slots_used_ = std::uint32_t(profile_.steering.backends.size());
+  backend_slots_ = BackendSlots(profile_.steering.backends);
   if (!profile_.steering.backends.empty()) {
     const std::uint32_t slots = backend_hash_table_size(profile_.steering);
     std::printf("backends: %zu, hashed over a Maglev table of %u slots (%zu MB, %s)\n",
@@ -461,21 +461,16 @@ void Dataplane::release() {
   rcu_ = nullptr;
 }
 
-bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector<BackendConfig>& next,
-                          std::uint32_t& slots_used) {
-  std::uint32_t used = slots_used;
-  for (BackendConfig& b : next) {
-    const auto same = std::find_if(running.begin(), running.end(),
-                                   [&](const BackendConfig& r) { return r.name == b.name; });
-    if (same != running.end()) {
-      b.slot = same->slot;
-      continue;
-    }
-    if (used >= kMaxBackends) return false;
-    b.slot = std::uint16_t(used++);
+bool Dataplane::swept(std::uint64_t generation) const { return !forwarding_ || forwarding_->swept(generation); }
+
+BackendSnapshot Dataplane::backend_counter_sums(std::uint16_t slot) const {
+  BackendSnapshot sums;
+  for (const auto& c : lcores_) {
+    if (c->backend_counters.empty()) continue;
+    const BackendCounters& k = c->backend_counters[slot];
+    for (const auto& f : kBackendCounterFields) sums.*f.value += (k.*f.source).get();
   }
-  slots_used = used;
-  return true;
+  return sums;
 }
 
 Dataplane::PreparedSteering::PreparedSteering(PreparedSteering&&) noexcept = default;
@@ -502,17 +497,17 @@ Dataplane::PreparedSteering Dataplane::prepare_steering(const Profile& next) con
     return p;
   }
   // Each backend that stays keeps its slot, so that what the tables learned
-  // for it still names it; a new one takes a slot no backend had before this
-  // reload (a removed backend's slot is not given to another at once: its
-  // packets may still be on their way to an owner).
+  // for it still names it; a new one takes a free slot, never one whose
+  // entries the tables may still hold (backend_slots.h).
   Profile placed = profile_;
   placed.steering = next.steering;
   placed.action.delivery = next.action.delivery;
   placed.rekey_fallback_on_reload = next.rekey_fallback_on_reload;
-  p.slots_used_ = backend_slots_used_;
-  if (!assign_backend_slots(profile_.steering.backends, placed.steering.backends, p.slots_used_)) {
-    p.refusal_ = "backends: no free backend slot (at most " + std::to_string(kMaxBackends) +
-                 " backends over the data path's life; restart)";
+  p.slots_ = backend_slots_;
+  if (!p.slots_.assign(profile_.steering.backends, placed.steering.backends,
+                       [this](std::uint64_t g) { return swept(g); })) {
+    p.refusal_ = "backends: no free backend slot (" + std::to_string(kMaxBackends) +
+                 " backends, and those removed whose forwarding-table entries are still being swept, at once)";
     return p;
   }
   try {
@@ -543,19 +538,40 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
     r.message = "steering changed while this reload was prepared; nothing changed (reload again)";
     return r;
   }
-  live_classifier_.store(prepared.classifier_.get(), std::memory_order_release);
+  // Reclaimed slots leave the tables' retiring set before a classifier may
+  // route to them, and a reused slot's counters start from here (nothing
+  // has counted on it since its sweep).
+  if (forwarding_) forwarding_->forget(prepared.slots_.reclaimed());
+  if (!prepared.slots_.reused().empty()) {
+    counter_base_.resize(kMaxBackends);
+    for (const std::uint16_t slot : prepared.slots_.reused()) counter_base_[slot] = backend_counter_sums(slot);
+  }
+  // The plan first: a packet the new classifier sends to a new backend
+  // finds the backend's template in place.
   if (prepared.delivery_) live_delivery_.store(prepared.delivery_.get(), std::memory_order_release);
+  live_classifier_.store(prepared.classifier_.get(), std::memory_order_release);
   // Every lcore reports a quiescent state after this token (or is offline):
   // none holds the old classifier any more. Lcores pass one every iteration,
   // so this waits for microseconds; a stopped data path is all offline.
   const std::uint64_t token = rte_rcu_qsbr_start(rcu_);
   rte_rcu_qsbr_check(rcu_, token, true);
+  // No lcore resolves to the removed backends' slots now, nor learns new
+  // entries naming them: their entries can be swept. A data path whose
+  // lcores are not running sweeps here.
+  const std::vector<std::uint16_t> removed = prepared.slots_.removed();
+  if (forwarding_ && !removed.empty()) {
+    prepared.slots_.retire_removed(forwarding_->retire(removed));
+    if (!running_)
+      while (forwarding_->retirement_pending()) forwarding_->sweep_retired(~0u);
+  } else {
+    prepared.slots_.retire_removed(0);
+  }
   // Only now are the old classifier and plan freed (into `prepared`, which
   // frees them on return): a test that reloads under traffic with the wait
   // above removed reads freed memory, which AddressSanitizer reports.
   std::swap(classifier_, prepared.classifier_);
   if (prepared.delivery_) std::swap(delivery_, prepared.delivery_);
-  backend_slots_used_ = prepared.slots_used_;
+  std::swap(backend_slots_, prepared.slots_);
   const std::size_t backends_before = profile_.steering.backends.size();
   const std::size_t configs_before = profile_.steering.quic_lb.size();
   const std::size_t servers_before = profile_.steering.server_routes.size();
@@ -803,7 +819,11 @@ StatsSnapshot Dataplane::snapshot() const {
     s.forwarding.slots = forwarding_->established().slot_count();
     s.forwarding.setup_entries = forwarding_->setup().size();
     s.forwarding.setup_slots = forwarding_->setup().slot_count();
-    for (const auto& c : lcores_) s.forwarding.expired += c->forwarding_expired.get();
+    for (const auto& c : lcores_) {
+      s.forwarding.expired += c->forwarding_expired.get();
+      s.forwarding.retired += c->forwarding_retired.get();
+    }
+    s.forwarding.retiring_slots = backend_slots_.retiring([this](std::uint64_t g) { return swept(g); });
   }
   for (const BackendConfig& b : profile_.steering.backends) {
     BackendSnapshot bs;
@@ -812,11 +832,9 @@ StatsSnapshot Dataplane::snapshot() const {
     bs.state = backend_state_name(b.state);
     bs.owner_lcore = b.owner_lcore;
     bs.weight = b.weight;
-    for (const auto& c : lcores_) {
-      if (c->backend_counters.empty()) continue;
-      const BackendCounters& k = c->backend_counters[b.slot];
-      for (const auto& f : kBackendCounterFields) bs.*f.value += counter_value(k, f);
-    }
+    const BackendSnapshot sums = backend_counter_sums(b.slot);
+    const BackendSnapshot* base = b.slot < counter_base_.size() ? &counter_base_[b.slot] : nullptr;
+    for (const auto& f : kBackendCounterFields) bs.*f.value = sums.*f.value - (base ? base->*f.value : 0);
     s.backends.push_back(std::move(bs));
   }
   for (const auto& ri : ring_info_) {

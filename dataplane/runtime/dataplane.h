@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dataplane/fastpath/backend_delivery.h"
+#include "dataplane/runtime/backend_slots.h"
 #include "dataplane/fastpath/lcore_context.h"
 #include "dataplane/control/port_counters.h"
 #include "dataplane/config/profile.h"
@@ -30,13 +31,6 @@ std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connect
 // naming the size when EAL has no room.
 std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
                                                          const std::array<std::uint8_t, 16>& key);
-
-// A reload's backend slots: a backend of `next` that `running` has (by
-// name) keeps its slot; a new one takes the next slot never used
-// (`slots_used` counts them, and grows). False when none is left, with
-// `slots_used` unchanged.
-bool assign_backend_slots(const std::vector<BackendConfig>& running, std::vector<BackendConfig>& next,
-                          std::uint32_t& slots_used);
 
 class Dataplane {
  public:
@@ -122,7 +116,7 @@ class Dataplane {
     Profile profile_;
     std::unique_ptr<MbufClassifier> classifier_;
     std::unique_ptr<DeliveryPlan> delivery_;
-    std::uint32_t slots_used_ = 0;
+    BackendSlots slots_;
   };
   PreparedSteering prepare_steering(const Profile& next) const;
   SteeringReload apply_steering(PreparedSteering prepared);
@@ -169,7 +163,14 @@ class Dataplane {
   std::unique_ptr<DeliveryPlan> delivery_;
   std::atomic<const DeliveryPlan*> live_delivery_{nullptr};
   std::unique_ptr<DeliveryPlan> make_delivery_plan(const Profile& profile) const;
-  std::uint32_t backend_slots_used_ = 0;  // slots handed out so far (none is handed out twice)
+  BackendSlots backend_slots_;
+  // Whether the forwarding tables hold no entry of a retiring slot's
+  // generation (true without tables).
+  bool swept(std::uint64_t generation) const;
+  // Per backend slot: its owners' counters when a new backend took it (the
+  // snapshot shows each backend what came after).
+  std::vector<BackendSnapshot> counter_base_;
+  BackendSnapshot backend_counter_sums(std::uint16_t slot) const;
   rte_rcu_qsbr* rcu_ = nullptr;
   std::uint64_t generation_ = 1;
   std::vector<std::unique_ptr<MbufRing>> rings_;

@@ -300,28 +300,5 @@ TEST_F(Backends, TooBigOnceEncapsulatedIsDroppedCountedAndAnsweredWithTheUsableM
   for (const std::uint16_t mtu : announced) EXPECT_TRUE(mtu == 1250 - 50 || mtu == 1250 - 70) << mtu;
 }
 
-TEST(BackendSlots, ReloadKeepsEachSurvivingBackendsSlotAndNeverReusesOne) {
-  std::vector<BackendConfig> running(3);
-  for (unsigned i = 0; i < 3; ++i) {
-    running[i].name = "b" + std::to_string(i);
-    running[i].slot = std::uint16_t(i);
-  }
-  std::uint32_t used = 3;
-  std::vector<BackendConfig> next(3);
-  next[0].name = "b2";
-  next[1].name = "new";
-  next[2].name = "b0";
-  ASSERT_TRUE(assign_backend_slots(running, next, used));
-  EXPECT_EQ(next[0].slot, 2u);
-  EXPECT_EQ(next[1].slot, 3u) << "b1's slot 1 is not given away";
-  EXPECT_EQ(next[2].slot, 0u);
-  EXPECT_EQ(used, 4u);
-  used = kMaxBackends;
-  std::vector<BackendConfig> more(1);
-  more[0].name = "another";
-  EXPECT_FALSE(assign_backend_slots(running, more, used));
-  EXPECT_EQ(used, kMaxBackends);
-}
-
 }  // namespace
 }  // namespace qs::test

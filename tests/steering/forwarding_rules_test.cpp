@@ -628,5 +628,126 @@ TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
   EXPECT_EQ(split, 0u) << "new connections split while one client floods";
 }
 
+// ---------------------------------------------------------------- removed backends
+
+SteeringConfig with_backends(const std::vector<std::pair<std::string, std::uint16_t>>& backends) {
+  SteeringConfig s = two_owners(true);
+  for (const auto& [name, slot] : backends) {
+    BackendConfig b;
+    b.name = name;
+    b.slot = slot;
+    b.owner_lcore = 1 + slot % 2;
+    s.backends.push_back(b);
+  }
+  return s;
+}
+
+// What the tables learned for a backend that a reload removed names a slot
+// the new resolver routes nowhere: each lookup that finds such an entry is a
+// miss (counted) and goes on to the next rule, and never teaches the tables
+// more. Then the sweep removes exactly those entries.
+TEST(RulesRetired, AnEntryOfARemovedBackendIsAMissAndIsSweptOut) {
+  const SteeringConfig before = with_backends({{"a", 0}, {"b", 1}, {"c", 2}});
+  const SteeringConfig after = with_backends({{"a", 0}, {"c", 2}});
+  ForwardingTables tables(before.forwarding, before.fallback_key);
+  PacketClassifier old_classifier(before), new_classifier(after);
+  old_classifier.use_tables(&tables);
+  new_classifier.use_tables(&tables);
+  std::mt19937_64 rng(38);
+
+  // Connections set up under the old configuration until each backend has
+  // some: one Initial, one Handshake to the server's CID, one short header.
+  struct Connection {
+    Tuple t;
+    Bytes server_cid;
+    std::uint16_t backend;
+  };
+  std::vector<Connection> connections;
+  std::set<std::uint16_t> backends;
+  LearnCounts counts;
+  for (std::uint16_t port = 1000; connections.size() < 60; ++port) {
+    Tuple t;
+    t.port = port;
+    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const std::vector<Decision> out = handshake_in_one_burst(old_classifier, t, odcid, scid, server_cid, counts);
+    ASSERT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
+    connections.push_back({t, server_cid, out[0].resolution.backend});
+    backends.insert(out[0].resolution.backend);
+  }
+  ASSERT_EQ(backends.size(), 3u);
+  const std::uint32_t entries = tables.established().size() + tables.setup().size();
+
+  // Under the new configuration: a's and c's connections still find their
+  // backends; b's find retired entries, miss, and are hashed over a and c.
+  LearnCounts after_counts;
+  unsigned of_b = 0;
+  for (const Connection& c : connections) {
+    Tuple rebound = c.t;
+    rebound.port = std::uint16_t(c.t.port + 20000);  // a new 4-tuple: the CID alone must route it
+    const Bytes frame = short_packet(rebound, c.server_cid);
+    const Decision d = new_classifier.classify(frame.data(), frame.size(), 0, &after_counts);
+    ASSERT_TRUE(d.resolution.routed());
+    if (c.backend != 1) {
+      EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedCid);
+      EXPECT_EQ(d.resolution.backend, c.backend);
+      continue;
+    }
+    ++of_b;
+    EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackUnknownCid);
+    EXPECT_NE(d.resolution.backend, 1u);
+    EXPECT_EQ(d.resolution.owner_index, d.resolution.backend % 2) << "the backend's own owner";
+    // On its first 4-tuple the setup table and the 4-tuple name b too: a
+    // long header misses on all three and is hashed.
+    const Bytes again = long_packet(c.t, traffic::LongType::kHandshake, c.server_cid, Bytes(8, 0));
+    EXPECT_NE(new_classifier.classify(again.data(), again.size(), 0, &after_counts).resolution.backend, 1u);
+  }
+  ASSERT_GT(of_b, 5u);
+  EXPECT_EQ(after_counts.retired_hits, 3 * of_b) << "the short header's CID; the long header's CID and 4-tuple";
+  EXPECT_EQ(after_counts.learned, 0u) << "nothing is learned from an entry of a removed backend";
+  EXPECT_EQ(tables.established().size() + tables.setup().size(), entries);
+
+  // The sweep: a pass that covers every bucket after retire() completes its
+  // generation, and takes out b's entries alone.
+  EXPECT_FALSE(tables.retirement_pending());
+  const std::uint64_t generation = tables.retire({1});
+  EXPECT_TRUE(tables.retirement_pending());
+  EXPECT_FALSE(tables.swept(generation));
+  const std::uint32_t buckets = std::max(tables.established().bucket_count(), tables.setup().bucket_count());
+  unsigned removed = tables.sweep_retired(buckets / 2);
+  EXPECT_FALSE(tables.swept(generation)) << "half a pass";
+  removed += tables.sweep_retired(buckets);
+  EXPECT_TRUE(tables.swept(generation));
+  EXPECT_FALSE(tables.retirement_pending());
+  EXPECT_GE(removed, 3 * of_b) << "b's setup entries, CIDs and 4-tuples";
+  EXPECT_EQ(tables.established().size() + tables.setup().size(), entries - removed);
+  EXPECT_EQ(tables.established().occupied_slots() + tables.setup().occupied_slots(), entries - removed);
+  for (const Connection& c : connections) {
+    const Bytes frame = short_packet(c.t, c.server_cid);
+    const Decision d = new_classifier.classify(frame.data(), frame.size(), 0, &after_counts);
+    if (c.backend != 1) {
+      EXPECT_EQ(d.resolution.backend, c.backend);
+    }
+  }
+  EXPECT_EQ(after_counts.retired_hits, 3 * of_b) << "no entry of b is left to find";
+  tables.forget({1});
+}
+
+// A retirement requested while a pass is under way is completed by the next
+// whole pass, not by the end of the one that began before it.
+TEST(RulesRetired, ARetirementWaitsForAPassThatBeganAfterIt) {
+  const SteeringConfig config = with_backends({{"a", 0}, {"b", 1}});
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  const std::uint32_t buckets = std::max(tables.established().bucket_count(), tables.setup().bucket_count());
+  const std::uint64_t first = tables.retire({0});
+  tables.sweep_retired(buckets / 2);
+  const std::uint64_t second = tables.retire({1});
+  tables.sweep_retired(buckets);
+  EXPECT_TRUE(tables.swept(first));
+  EXPECT_FALSE(tables.swept(second));
+  EXPECT_TRUE(tables.retirement_pending());
+  tables.sweep_retired(buckets);
+  EXPECT_TRUE(tables.swept(second));
+}
+
 }  // namespace
 }  // namespace qs
