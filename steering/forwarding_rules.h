@@ -44,7 +44,13 @@
 // with a new DCID each, and once the table is full other clients' new
 // connections would be hashed and split. What stays: a client that opens
 // many connections (new SCIDs or ports) teaches a few entries for each, as
-// that many real connections would.
+// that many real connections would, up to what one source may teach: an
+// IPv4 address or IPv6 /64 adds at most max_entries_per_source entries per
+// idle timeout (SourceBudget, counted as source_over_budget past that), so
+// that one host opening connection after connection cannot fill the table
+// either. A first Initial opens a setup entry only in a datagram of at
+// least 1,200 octets of UDP payload, as RFC 9000 14.1 requires of clients
+// (counted as undersized_initials otherwise).
 //
 // A reload that removes a backend leaves entries naming its slot, which the
 // new resolver maps to no owner. A lookup that finds one treats it as a miss
@@ -61,6 +67,7 @@
 #include "steering/forwarding_table.h"
 #include "steering/owner_resolver.h"
 #include "steering/packet_parser.h"
+#include "steering/source_budget.h"
 #include "steering/steering_config.h"
 #include "steering/table_hash.h"
 
@@ -81,6 +88,8 @@ struct LearnCounts {
   std::uint32_t over_budget = 0;    // DCIDs not learned: their connection had taught its share
   std::uint32_t lost_races = 0;     // entries not written: other lcores changed the buckets meanwhile
   std::uint32_t retired_hits = 0;   // entries found that name a backend a reload removed (read as misses)
+  std::uint32_t source_over_budget = 0;   // entries not learned: their source had taught its share (SourceBudget)
+  std::uint32_t undersized_initials = 0;  // first Initials in datagrams under 1,200 octets: no setup entry
 };
 
 // The two tables a data path shares between its receiving lcores (or a tool
@@ -104,6 +113,7 @@ class ForwardingTables {
                    SlotMemory memory = heap_slot_memory())
       : established_(config.max_entries, ForwardingTable::Policy::kKeep, memory, refresh_ms(config)),
         setup_(config.max_setup_entries, ForwardingTable::Policy::kEvictOldest, memory, refresh_ms(config)),
+        sources_(config.max_entries_per_source, config.idle_timeout_ms, memory),
         idle_ms_(config.idle_timeout_ms) {
     const SipHashKey k = SipHashKey::from_bytes(key);
     // Not the fallback's key itself: a table hash must tell nothing about
@@ -120,7 +130,8 @@ class ForwardingTables {
 
   static std::size_t memory_bytes(const ForwardingConfig& config) {
     return ForwardingTable::memory_bytes(config.max_entries) +
-           ForwardingTable::memory_bytes(config.max_setup_entries);
+           ForwardingTable::memory_bytes(config.max_setup_entries) +
+           SourceBudget::kBuckets * sizeof(std::uint64_t);
   }
 
   ForwardingTable& established() { return established_; }
@@ -143,6 +154,20 @@ class ForwardingTables {
     std::memcpy(input + n, p.scid(frame), p.scid_len);
     return table_hash(seed_ ^ kSetupSeed, input, n + p.scid_len);
   }
+
+  // The source a packet's entries are charged to: its IPv4 address, or
+  // its IPv6 address's /64 (SourceBudget).
+  std::uint64_t source_key(const std::uint8_t* frame, const ParsedPacket& p) const {
+    std::uint8_t input[9];
+    input[0] = p.ip_version;
+    std::memcpy(input + 1, p.src_addr(frame), p.ip_version == 6 ? 8 : 4);
+    return table_hash(seed_ ^ kSourceSeed, input, p.ip_version == 6 ? 9 : 5);
+  }
+
+  // RFC 9000 14.1: a client pads every datagram that carries an Initial to
+  // at least this much UDP payload; only such a datagram opens a setup
+  // entry, so that a flood of set-ups costs its sender 1,200 octets each.
+  static constexpr std::size_t kMinInitialDatagram = 1200;
 
   // Starts loading what the lookup of this DCID key reads first.
   void prefetch(std::uint64_t cid_key) const { established_.prefetch(cid_key); }
@@ -209,8 +234,8 @@ class ForwardingTables {
         if (learned.routed()) {
           // The 4-tuple is learned with each new DCID (the rest of a
           // handshake's packets find theirs present and skip it).
-          if (learn_from(setup_, entry, cid, false, now_ms, counts))
-            learn(tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
+          if (learn_from(setup_, entry, frame, p, cid, false, now_ms, counts))
+            learn(frame, p, tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
           return learned;
         }
         ++counts.retired_hits;
@@ -218,7 +243,9 @@ class ForwardingTables {
       const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
       const std::uint16_t hashed = r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len);
-      if (p.opens_connection) {
+      if (p.opens_connection && udp_payload(frame, p) < kMinInitialDatagram) {
+        ++counts.undersized_initials;
+      } else if (p.opens_connection) {
         switch (setup_.insert(setup, hashed, now_ms, kSetupCredit)) {
           case ForwardingTable::Insert::kInserted: ++counts.setups; break;
           case ForwardingTable::Insert::kEvicted: ++counts.setups; ++counts.setup_evicted; break;
@@ -237,6 +264,14 @@ class ForwardingTables {
  private:
   static constexpr std::uint64_t kTupleSeed = 0x5475706c65ull;  // keys of different kinds never meet by design
   static constexpr std::uint64_t kSetupSeed = 0x5365747570ull;
+  static constexpr std::uint64_t kSourceSeed = 0x536f75726365ull;
+
+  // The UDP payload's length, from the UDP header (which the parser checked
+  // against the IP packet).
+  static std::size_t udp_payload(const std::uint8_t* frame, const ParsedPacket& p) {
+    const std::uint8_t* udp = frame + p.l4_offset;
+    return std::size_t(udp[4] << 8 | udp[5]) - 8;
+  }
 
   Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
                            std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
@@ -250,7 +285,7 @@ class ForwardingTables {
     if (tuple.found()) {
       const Resolution learned = r.resolution(tuple.target(), ResolveMethod::kLearnedTuple);
       if (learned.routed()) {
-        learn_from(established_, tuple, cid, true, now_ms, counts);
+        learn_from(established_, tuple, frame, p, cid, true, now_ms, counts);
         return learned;
       }
       ++counts.retired_hits;
@@ -265,8 +300,8 @@ class ForwardingTables {
   // Lcores learning from one teacher at once may each see the last credit
   // and insert: a connection's packets normally reach one lcore (RSS), and
   // the overshoot is at most one per lcore.
-  bool learn_from(ForwardingTable& table, ForwardingTable::Entry& teacher, std::uint64_t cid, bool missing,
-                  std::uint32_t now_ms, LearnCounts& counts) {
+  bool learn_from(ForwardingTable& table, ForwardingTable::Entry& teacher, const std::uint8_t* frame,
+                  const ParsedPacket& p, std::uint64_t cid, bool missing, std::uint32_t now_ms, LearnCounts& counts) {
     if (teacher.credit() == 0) {
       // Present already is the common case (the rest of a handshake's
       // packets) and not refused: only a DCID the table lacks is counted.
@@ -275,26 +310,38 @@ class ForwardingTables {
       if (missing || established_.find(cid, now_ms) == ForwardingTable::kNone) ++counts.over_budget;
       return false;
     }
-    if (learn(cid, teacher.target(), now_ms, counts) != ForwardingTable::Insert::kInserted) return false;
+    if (!learn(frame, p, cid, teacher.target(), now_ms, counts)) return false;
     table.spend(teacher);
     return true;
   }
 
-  ForwardingTable::Insert learn(std::uint64_t key, std::uint16_t target, std::uint32_t now_ms, LearnCounts& counts,
-                                unsigned credit = 0) {
-    const ForwardingTable::Insert result = established_.insert(key, target, now_ms, credit);
-    switch (result) {
-      case ForwardingTable::Insert::kInserted: ++counts.learned; break;
+  // Records key -> target in the established table, charged to the
+  // packet's source; true when the entry was added. A source over its
+  // budget adds nothing (a key it has taught already is no refusal: the
+  // rest of a handshake's packets find theirs present).
+  bool learn(const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t key, std::uint16_t target,
+             std::uint32_t now_ms, LearnCounts& counts, unsigned credit = 0) {
+    const std::uint64_t source = sources_.bounded() ? source_key(frame, p) : 0;
+    if (!sources_.allows(source, now_ms)) [[unlikely]] {
+      if (established_.find(key, now_ms) == ForwardingTable::kNone) ++counts.source_over_budget;
+      return false;
+    }
+    switch (established_.insert(key, target, now_ms, credit)) {
+      case ForwardingTable::Insert::kInserted:
+        ++counts.learned;
+        sources_.charge(source, now_ms);
+        return true;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;
       case ForwardingTable::Insert::kLost: ++counts.lost_races; break;
       case ForwardingTable::Insert::kPresent:
       case ForwardingTable::Insert::kEvicted: break;
     }
-    return result;
+    return false;
   }
 
   ForwardingTable established_;
   ForwardingTable setup_;
+  SourceBudget sources_;
   std::uint32_t idle_ms_;
   std::uint64_t seed_ = 0;
   // Retirement: the control path's targets and generations, the sweeping

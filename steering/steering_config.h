@@ -51,6 +51,13 @@ struct ForwardingConfig {
   // Initial; the oldest entry of a bucket makes room for a new one, so a
   // flood of Initials churns this table and never the established one.
   std::uint32_t max_setup_entries = 65536;
+  // What one source (an IPv4 address, an IPv6 /64) may add to the
+  // established table per idle timeout (steering/source_budget.h); 0: no
+  // bound. The profile's default: a sixteenth of max_entries.
+  std::uint32_t max_entries_per_source = default_entries_per_source(262144);
+  static constexpr std::uint32_t default_entries_per_source(std::uint32_t max_entries) {
+    return max_entries / 16 < 16 ? 16 : max_entries / 16;
+  }
   // Entries idle this long go (the connection idle timeout).
   std::uint32_t idle_timeout_ms = 30000;
 };

@@ -385,11 +385,14 @@ class ProfileDecoder {
       if (auto r = fb.get("rekey_on_reload")) p_.rekey_fallback_on_reload = d_.boolean(*r);
     }
     if (auto v = m.get("forwarding")) {
-      const MapReader fw(d_, *v, {"enabled", "max_entries", "max_setup_entries"});
+      const MapReader fw(d_, *v, {"enabled", "max_entries", "max_setup_entries", "max_entries_per_source"});
       if (auto e = fw.get("enabled")) s.forwarding.enabled = d_.boolean(*e);
       if (auto n = fw.get("max_entries")) s.forwarding.max_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
       if (auto n = fw.get("max_setup_entries"))
         s.forwarding.max_setup_entries = d_.integer<std::uint32_t>(*n, 16, 1u << 28);
+      s.forwarding.max_entries_per_source = ForwardingConfig::default_entries_per_source(s.forwarding.max_entries);
+      if (auto n = fw.get("max_entries_per_source"))
+        s.forwarding.max_entries_per_source = d_.integer<std::uint32_t>(*n, 0, 1u << 28);
     }
     backend_table_size_ = m.get("backend_table_size");
     if (backend_table_size_) {

@@ -117,6 +117,7 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "enabled" << YAML::Value << YAML::TrueFalseBool << s.forwarding.enabled;
   out << YAML::Key << "max_entries" << YAML::Value << s.forwarding.max_entries;
   out << YAML::Key << "max_setup_entries" << YAML::Value << s.forwarding.max_setup_entries;
+  out << YAML::Key << "max_entries_per_source" << YAML::Value << s.forwarding.max_entries_per_source;
   out << YAML::EndMap;
   // As given (0: automatic), so that the dump reads back to the same rule;
   // with backends, the size it comes to in a comment (for --check).

@@ -82,6 +82,13 @@ inline constexpr ReceiveField kReceiveFields[] = {
     {"retired_hits", "forwarding_retired_hits_total", "", CounterKind::kCounter, CounterUnit::kCount,
      "Forwarding-table lookups that found an entry of a backend a reload removed (routed on as misses).",
      &ReceiveTotals::retired_hits, &RxQueueStats::retired_hits},
+    {"source_over_budget", "forwarding_source_over_budget_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Entries not learned because their source (an IPv4 address, an IPv6 /64) had taught its share "
+     "(steering.forwarding.max_entries_per_source).",
+     &ReceiveTotals::source_over_budget, &RxQueueStats::source_over_budget},
+    {"undersized_initials", "forwarding_undersized_initials_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "First Initials in datagrams of less than 1200 octets of UDP payload: no setup entry (RFC 9000 14.1).",
+     &ReceiveTotals::undersized_initials, &RxQueueStats::undersized_initials},
 };
 
 // Per RX queue only.

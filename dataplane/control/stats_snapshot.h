@@ -23,7 +23,7 @@ struct ReceiveTotals {
   std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
   std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
   std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0, over_budget = 0, lost_races = 0,
-                retired_hits = 0;
+                retired_hits = 0, source_over_budget = 0, undersized_initials = 0;
   DropArray drops{};
   void add(const ReceiveTotals& o);
 };

@@ -450,6 +450,8 @@ void count_routes(RxQueueStats& s, const RouteCounts& r) {
   if (r.learn.over_budget) s.over_budget.add(r.learn.over_budget);
   if (r.learn.lost_races) s.lost_races.add(r.learn.lost_races);
   if (r.learn.retired_hits) s.retired_hits.add(r.learn.retired_hits);
+  if (r.learn.source_over_budget) s.source_over_budget.add(r.learn.source_over_budget);
+  if (r.learn.undersized_initials) s.undersized_initials.add(r.learn.undersized_initials);
 }
 
 void update_parked_owners(LcoreContext& c) {

@@ -34,6 +34,8 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter over_budget;    // DCIDs not learned: their connection had taught its share
   Counter lost_races;     // entries not written: other lcores changed the buckets meanwhile
   Counter retired_hits;   // entries found naming a backend a reload removed (read as misses)
+  Counter source_over_budget;   // entries not learned: their source had taught its share
+  Counter undersized_initials;  // first Initials under 1,200 octets of UDP payload: no setup entry
   DropCounters drops;
 };
 

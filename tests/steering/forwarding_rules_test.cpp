@@ -16,6 +16,7 @@
 #include "steering/packet_classifier.h"
 #include "tests/steering/classify_burst.h"
 #include "tests/traffic/frame.h"
+#include "tests/traffic/quic_traffic.h"
 #include "tests/traffic/quic_wire.h"
 
 namespace qs {
@@ -274,19 +275,30 @@ struct Tuple {
 };
 
 const IpAddress kServer = IpAddress::v4(198, 18, 0, 1);
+const IpAddress kServer6 = traffic::TrafficOptions::ipv6_address("2001:db8::443");
 
 Bytes frame_of(const Tuple& t, const Bytes& quic) {
-  return traffic::build_udp_frame(traffic::L2Header{}, t.client, t.port, kServer, 443, quic, 1, 0);
+  return traffic::build_udp_frame(traffic::L2Header{}, t.client, t.port, t.client.v6 ? kServer6 : kServer, 443, quic,
+                                  1, 0);
 }
 
-Bytes long_packet(const Tuple& t, traffic::LongType type, const Bytes& dcid, const Bytes& scid) {
+// An Initial fills its datagram to 1,200 octets of UDP payload, as RFC
+// 9000 14.1 asks of clients (a smaller one opens no setup entry);
+// `initial_payload` makes a smaller one.
+Bytes long_packet(const Tuple& t, traffic::LongType type, const Bytes& dcid, const Bytes& scid,
+                  std::size_t initial_payload = ForwardingTables::kMinInitialDatagram) {
   traffic::LongHeader h;
   h.type = type;
   h.dcid = dcid;
   h.scid = scid;
   std::size_t pn_offset = 0;
-  Bytes q = traffic::build_long_header(h, 40, &pn_offset);
-  q.resize(q.size() + 40, 0x5a);
+  std::size_t payload = 40;
+  Bytes q = traffic::build_long_header(h, payload, &pn_offset);
+  if (type == traffic::LongType::kInitial && q.size() + payload < initial_payload) {
+    payload = initial_payload - q.size();
+    q = traffic::build_long_header(h, payload, &pn_offset);
+  }
+  q.resize(q.size() + payload, 0x5a);
   return frame_of(t, q);
 }
 
@@ -626,6 +638,153 @@ TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
     split += splits;
   }
   EXPECT_EQ(split, 0u) << "new connections split while one client floods";
+}
+
+// One host (one address, no spoofing) on 25,000 source ports: on each, one
+// full-size Initial with its own SCID, 4 Handshakes and then 7 short headers,
+// each with a fresh DCID (issue 38): 300,000 packets that would teach the
+// established table 12 entries per port, more than it holds. The per-source
+// budget stops it at max_entries_per_source, and 200 new connections of
+// other clients are each learned and none splits. With the budget off
+// (max_entries_per_source: 0), the same flood fills the table and they do.
+struct FloodOutcome {
+  unsigned split = 0, unlearned = 0;
+  std::uint32_t entries = 0;
+  LearnCounts counts;
+};
+
+FloodOutcome flood_from_one_host(std::uint32_t per_source) {
+  SteeringConfig config = two_owners(true);
+  config.forwarding.max_entries = 262144;  // the default
+  config.forwarding.max_entries_per_source = per_source;
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier c(config);
+  c.use_tables(&tables);
+  PacketClassifier plain(two_owners(false));
+  std::mt19937_64 rng(38);
+  FloodOutcome out;
+  auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &out.counts).resolution; };
+  Tuple attacker;
+  attacker.client = IpAddress::v4(10, 66, 0, 1);
+  for (unsigned port = 0; port < 25000; ++port) {
+    attacker.port = std::uint16_t(1024 + port);
+    const Bytes scid = cid_of(rng, 8);
+    route(long_packet(attacker, traffic::LongType::kInitial, cid_of(rng, 12), scid));
+    for (int i = 0; i < 4; ++i) route(long_packet(attacker, traffic::LongType::kHandshake, cid_of(rng, 8), scid));
+    for (int i = 0; i < 7; ++i) route(short_packet(attacker, cid_of(rng, 8)));
+  }
+  out.entries = tables.established().size();
+  for (int i = 0; i < 200; ++i) {
+    Tuple t;
+    t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
+    t.port = std::uint16_t(30000 + i);
+    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
+    const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
+    Bytes server_cid;  // one the hash sends elsewhere: unlearned, the connection splits
+    do server_cid = cid_of(rng, 8);
+    while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
+    Tuple rebound = t;
+    rebound.port = std::uint16_t(40000 + i);
+    const Bytes later[] = {long_packet(t, traffic::LongType::kHandshake, server_cid, client_scid),
+                           short_packet(t, server_cid), short_packet(rebound, server_cid)};
+    bool splits = false;
+    for (const Bytes& f : later) splits |= route(f).owner_index != target;
+    out.split += splits;
+    out.unlearned += tables.established().find(tables.cid_key(later[1].data(), plain.classify(later[1].data(), later[1].size()).packet), 0) ==
+                     ForwardingTable::kNone;
+  }
+  return out;
+}
+
+TEST(RulesFlood, OneHostOnManyPortsCannotFillTheTable) {
+  const FloodOutcome bounded = flood_from_one_host(ForwardingConfig::default_entries_per_source(262144));
+  EXPECT_EQ(bounded.split, 0u) << "new connections split while one host floods";
+  EXPECT_EQ(bounded.unlearned, 0u);
+  // Past its budget each of the host's Handshakes is refused (its short
+  // headers come from 4-tuples never learned, so they teach nothing).
+  EXPECT_GT(bounded.counts.source_over_budget, 25000u * 3);
+  EXPECT_EQ(bounded.counts.table_full, 0u);
+  // The host's 16,384, the 4-tuples and CIDs of the 200 (an overshoot of
+  // none: one caller).
+  EXPECT_LE(bounded.entries, 16384u + 2 * 200u);
+
+  const FloodOutcome unbounded = flood_from_one_host(0);
+  EXPECT_GT(unbounded.split, 20u) << "without the budget the flood must fill the table, or this test shows nothing";
+  EXPECT_GT(unbounded.counts.table_full, 0u);
+  EXPECT_EQ(unbounded.counts.source_over_budget, 0u);
+}
+
+// A first Initial in a datagram of less than 1,200 octets of UDP payload
+// opens no setup entry (counted), so the rest of its handshake is hashed;
+// a full-size one does.
+TEST(RulesFlood, OnlyAFullSizeInitialOpensASetupEntry) {
+  SteeringConfig config = two_owners(true);
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier c(config);
+  c.use_tables(&tables);
+  std::mt19937_64 rng(14);
+  LearnCounts counts;
+  Tuple t;
+  const Bytes small = long_packet(t, traffic::LongType::kInitial, cid_of(rng, 12), cid_of(rng, 8),
+                                  ForwardingTables::kMinInitialDatagram - 1);
+  const Decision d = c.classify(small.data(), small.size(), 0, &counts);
+  ASSERT_EQ(d.packet.verdict, Verdict::kQuic);
+  ASSERT_TRUE(d.packet.opens_connection);
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kFallbackDcid) << "still routed, by the hash";
+  EXPECT_EQ(counts.undersized_initials, 1u);
+  EXPECT_EQ(counts.setups, 0u);
+  EXPECT_EQ(tables.setup().size(), 0u);
+  t.port = 40001;
+  const Bytes full = long_packet(t, traffic::LongType::kInitial, cid_of(rng, 12), cid_of(rng, 8));
+  c.classify(full.data(), full.size(), 0, &counts);
+  EXPECT_EQ(counts.undersized_initials, 1u);
+  EXPECT_EQ(counts.setups, 1u);
+}
+
+// The budget itself: per_source entries at once, then one more per
+// idle_ms / per_source, a full budget again after idle_ms; the same across
+// the millisecond clock's wrap.
+TEST(SourceBudget, RefillsOverTheIdleTimeout) {
+  for (const std::uint32_t t0 : {0u, 0xffffff00u}) {
+    SourceBudget b(10, 1000, heap_slot_memory());
+    const std::uint64_t host = 0x1234, other = 0x1235;
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(b.allows(host, t0)) << i;
+      b.charge(host, t0);
+    }
+    EXPECT_FALSE(b.allows(host, t0));
+    EXPECT_TRUE(b.allows(other, t0)) << "another bucket has its own budget";
+    EXPECT_FALSE(b.allows(host, t0 + 99));
+    EXPECT_TRUE(b.allows(host, t0 + 100)) << "one entry's share refilled";
+    b.charge(host, t0 + 100);
+    EXPECT_FALSE(b.allows(host, t0 + 150));
+    unsigned later = 0;
+    while (b.allows(host, t0 + 2000)) {
+      b.charge(host, t0 + 2000);
+      ++later;
+    }
+    EXPECT_EQ(later, 10u) << "a whole budget after an idle timeout";
+  }
+  SourceBudget unbounded(0, 1000, heap_slot_memory());
+  for (int i = 0; i < 100000; ++i) unbounded.charge(7, 0);
+  EXPECT_TRUE(unbounded.allows(7, 0));
+}
+
+// A source is an IPv4 address, or an IPv6 address's /64.
+TEST(SourceBudget, AnIpv6SourceIsItsSlash64) {
+  SteeringConfig config = two_owners(true);
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier plain(two_owners(false));
+  auto source = [&](const IpAddress& a) {
+    Tuple t;
+    t.client = a;
+    const Bytes f = short_packet(t, Bytes(8, 1));
+    return tables.source_key(f.data(), plain.classify(f.data(), f.size()).packet);
+  };
+  const IpAddress a = traffic::TrafficOptions::ipv6_address("2001:db8:1:2::1");
+  EXPECT_EQ(source(a), source(traffic::TrafficOptions::ipv6_address("2001:db8:1:2:ffff:1:2:3")));
+  EXPECT_NE(source(a), source(traffic::TrafficOptions::ipv6_address("2001:db8:1:3::1")));
+  EXPECT_NE(source(IpAddress::v4(10, 0, 0, 1)), source(IpAddress::v4(10, 0, 0, 2)));
 }
 
 // ---------------------------------------------------------------- removed backends
