@@ -251,7 +251,8 @@ class ForwardingTables {
           case ForwardingTable::Insert::kEvicted: ++counts.setups; ++counts.setup_evicted; break;
           case ForwardingTable::Insert::kLost: ++counts.lost_races; break;
           case ForwardingTable::Insert::kPresent:
-          case ForwardingTable::Insert::kFull: break;
+          case ForwardingTable::Insert::kFull:
+          case ForwardingTable::Insert::kRefused: break;
         }
       }
       return r.resolution(hashed, ResolveMethod::kFallbackDcid);
@@ -317,20 +318,23 @@ class ForwardingTables {
 
   // Records key -> target in the established table, charged to the
   // packet's source; true when the entry was added. A source over its
-  // budget adds nothing (a key it has taught already is no refusal: the
-  // rest of a handshake's packets find theirs present).
+  // budget adds nothing. The source is looked at only when the key would
+  // be added: the common case, a key present already (the rest of a
+  // handshake's packets), costs nothing more.
   bool learn(const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t key, std::uint16_t target,
              std::uint32_t now_ms, LearnCounts& counts, unsigned credit = 0) {
-    const std::uint64_t source = sources_.bounded() ? source_key(frame, p) : 0;
-    if (!sources_.allows(source, now_ms)) [[unlikely]] {
-      if (established_.find(key, now_ms) == ForwardingTable::kNone) ++counts.source_over_budget;
-      return false;
-    }
-    switch (established_.insert(key, target, now_ms, credit)) {
+    std::uint64_t source = 0;
+    const auto admit = [&] {
+      if (!sources_.bounded()) return true;
+      source = source_key(frame, p);
+      return sources_.allows(source, now_ms);
+    };
+    switch (established_.insert(key, target, now_ms, credit, admit)) {
       case ForwardingTable::Insert::kInserted:
         ++counts.learned;
         sources_.charge(source, now_ms);
         return true;
+      case ForwardingTable::Insert::kRefused: ++counts.source_over_budget; break;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;
       case ForwardingTable::Insert::kLost: ++counts.lost_races; break;
       case ForwardingTable::Insert::kPresent:

@@ -71,7 +71,8 @@ class ForwardingTable {
   enum class Policy : std::uint8_t { kKeep, kEvictOldest };
   // kLost: other lcores changed the buckets under four rounds of
   // compare-and-swap; nothing was written (not the same as kFull).
-  enum class Insert : std::uint8_t { kInserted, kPresent, kEvicted, kFull, kLost };
+  // kRefused: the caller's admission check said no (insert's `admit`).
+  enum class Insert : std::uint8_t { kInserted, kPresent, kEvicted, kFull, kLost, kRefused };
   static constexpr std::uint16_t kNone = 0xffff;
   static constexpr unsigned kSlotsPerBucket = 5;
   static constexpr unsigned kTargetBits = 12;
@@ -165,8 +166,14 @@ class ForwardingTable {
 
   // Records hash -> target (at most kMaxTarget) with `credit` learn credits
   // (at most kMaxCredit) unless the hash is already there (kPresent: the
-  // existing target stays).
+  // existing target stays). `admit` is asked once, only when the hash is
+  // not there and a slot is free, whether to add it (false: kRefused), so
+  // that an admission check costs nothing on the common present case.
   Insert insert(std::uint64_t hash, std::uint16_t target, std::uint32_t now_ms, unsigned credit = 0) {
+    return insert(hash, target, now_ms, credit, [] { return true; });
+  }
+  template <typename Admit>
+  Insert insert(std::uint64_t hash, std::uint16_t target, std::uint32_t now_ms, unsigned credit, Admit&& admit) {
     const std::uint64_t fp = fingerprint(hash);
     const std::uint32_t first = std::uint32_t(hash) & mask_;
     const std::uint64_t low =
@@ -187,6 +194,7 @@ class ForwardingTable {
       }
       full = empty[0] + empty[1] == 0;
       if (full) break;
+      if (round == 0 && !admit()) return Insert::kRefused;
       // The emptier of the two buckets (two choices keep the load even, so
       // that the table fills before a bucket pair does).
       const unsigned pick = empty[1] > empty[0] ? 1 : 0;
