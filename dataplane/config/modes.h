@@ -38,6 +38,10 @@ struct DeliveryConfig {
   // owner per second at most, for frames that do not fit the TX port's MTU
   // once encapsulated (0: none sent; each such frame is counted all the same).
   std::uint32_t icmp_too_big_per_s = 100;
+  // Of those, at most this many per second to one client (its address), so
+  // that one sender of oversized frames cannot take every client's share
+  // (0: no bound per client). A client needs one per round trip.
+  std::uint32_t icmp_too_big_per_client_per_s = 10;
 };
 
 }  // namespace qs

@@ -680,7 +680,7 @@ class ProfileDecoder {
     DeliveryConfig& d = p_.action.delivery;
     const MapReader m(d_, f,
                       {"mode", "source_ipv4", "source_ipv6", "vxlan_vni", "vxlan_port", "vxlan_mac", "ttl",
-                       "icmp_too_big_per_s"});
+                       "icmp_too_big_per_s", "icmp_too_big_per_client_per_s"});
     if (auto v = m.get("mode")) {
       d.mode = d_.choice(*v, kDeliveryModeSpellings);
     }
@@ -691,6 +691,8 @@ class ProfileDecoder {
     if (auto v = m.get("vxlan_mac")) d.vxlan_mac = d_.mac(*v);
     if (auto v = m.get("ttl")) d.ttl = d_.integer<std::uint8_t>(*v, 1, 255);
     if (auto v = m.get("icmp_too_big_per_s")) d.icmp_too_big_per_s = d_.integer<std::uint32_t>(*v, 0, 1000000);
+    if (auto v = m.get("icmp_too_big_per_client_per_s"))
+      d.icmp_too_big_per_client_per_s = d_.integer<std::uint32_t>(*v, 0, 1000000);
     if (d.mode == DeliveryMode::kAsIs) return;
 
     const std::string mode = delivery_mode_name(d.mode);

@@ -176,6 +176,7 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     if (d.vxlan_mac) out << YAML::Key << "vxlan_mac" << YAML::Value << YAML::DoubleQuoted << config::format_mac(*d.vxlan_mac);
     out << YAML::Key << "ttl" << YAML::Value << unsigned(d.ttl);
     out << YAML::Key << "icmp_too_big_per_s" << YAML::Value << d.icmp_too_big_per_s;
+    out << YAML::Key << "icmp_too_big_per_client_per_s" << YAML::Value << d.icmp_too_big_per_client_per_s;
     out << YAML::EndMap;
   }
   out << YAML::Key << "cost_cycles" << YAML::Value << p.action.cost_cycles;

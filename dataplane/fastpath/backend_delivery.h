@@ -41,7 +41,10 @@ class DeliveryPlan {
   // loader has refused such profiles already, so this is a second line.
   DeliveryPlan(const DeliveryConfig& config, const std::vector<BackendConfig>& backends,
                const std::array<std::uint8_t, 6>& port_mac, std::uint16_t port_mtu, std::uint16_t rx_mtu)
-      : mode_(config.mode), icmp_per_second_(config.icmp_too_big_per_s), l2_checks_mtu_(rx_mtu > port_mtu) {
+      : mode_(config.mode),
+        icmp_per_second_(config.icmp_too_big_per_s),
+        icmp_per_client_(config.icmp_too_big_per_client_per_s),
+        l2_checks_mtu_(rx_mtu > port_mtu) {
     std::size_t slots = 0;
     for (const BackendConfig& b : backends) slots = std::max<std::size_t>(slots, b.slot + 1u);
     templates_.resize(slots);
@@ -55,6 +58,7 @@ class DeliveryPlan {
 
   DeliveryMode mode() const { return mode_; }
   std::uint32_t icmp_per_second() const { return icmp_per_second_; }
+  std::uint32_t icmp_per_client() const { return icmp_per_client_; }
   std::size_t slots() const { return slots_.size(); }
   const DeliverySlot* slot_table() const { return slots_.data(); }
   const BackendTemplate* templates() const { return templates_.data(); }
@@ -65,6 +69,7 @@ class DeliveryPlan {
  private:
   DeliveryMode mode_;
   std::uint32_t icmp_per_second_;
+  std::uint32_t icmp_per_client_;
   bool l2_checks_mtu_;
   std::vector<BackendTemplate> templates_;  // by slot
   std::vector<DeliverySlot> slots_;         // by slot
@@ -101,14 +106,16 @@ template <DeliveryMode kMode>
   return DeliveryStatus::kOk;
 }
 
-// An ICMP too-big reply to m in `reply` (an empty mbuf), from the VIP back
-// to the client, announcing the largest packet the backend's delivery lets
-// through. Returns false when none is due or can be built.
-inline bool build_too_big_reply(const BackendTemplate& t, rte_mbuf* m, const SteerMeta& meta, rte_mbuf* reply) {
+// An ICMP too-big reply to m in `reply` (an empty mbuf), from the VIP and
+// port_mac (the port m came in on) back to the client, announcing the
+// largest packet the backend's delivery lets through. Returns false when
+// none is due or can be built.
+inline bool build_too_big_reply(const BackendTemplate& t, rte_mbuf* m, const SteerMeta& meta,
+                                const std::array<std::uint8_t, 6>& port_mac, rte_mbuf* reply) {
   const bool ipv6 = (meta.flags & kSteerMetaIpv6) != 0;
   const std::uint32_t len = build_icmp_too_big(
       rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m), std::uint16_t(meta.l3_offset()), ipv6,
-      t.next_hop_mtu(ipv6), rte_pktmbuf_mtod(reply, std::uint8_t*), rte_pktmbuf_tailroom(reply));
+      t.next_hop_mtu(ipv6), port_mac, rte_pktmbuf_mtod(reply, std::uint8_t*), rte_pktmbuf_tailroom(reply));
   if (len == 0) return false;
   reply->data_len = std::uint16_t(len);
   reply->pkt_len = len;

@@ -139,20 +139,32 @@ BackendTemplate build_backend_template(const DeliveryConfig& delivery, const Bac
     t.encap[0] = build_encap(delivery, backend, port_mac, false);
     t.encap[1] = build_encap(delivery, backend, port_mac, true);
   }
-  // The smallest IPv4 packet every link carries (RFC 791): an MTU that
-  // leaves less after the overhead makes every "too big" reply a lie.
+  // The smallest packet every link must carry: 68 octets for IPv4 (RFC
+  // 791), 1280 for IPv6 (RFC 8200 section 5), whose hosts ignore a "too
+  // big" below that. An MTU that leaves less after the overhead would drop
+  // such packets with a reply that cannot help.
   for (const bool inner_ipv6 : {false, true}) {
-    if (port_mtu < t.overhead(inner_ipv6) + 68u)
-      refuse(backend, "the TX port's MTU " + std::to_string(port_mtu) + " leaves under 68 octets after the " +
-                          std::to_string(t.overhead(inner_ipv6)) + " of " + mode_name(delivery.mode));
+    const std::uint32_t minimum = inner_ipv6 ? 1280u : 68u;
+    if (port_mtu < t.overhead(inner_ipv6) + minimum)
+      refuse(backend, "the TX port's MTU " + std::to_string(port_mtu) + " leaves under " + std::to_string(minimum) +
+                          " octets for " + (inner_ipv6 ? "IPv6" : "IPv4") + " after the " +
+                          std::to_string(t.overhead(inner_ipv6)) + " of " + mode_name(delivery.mode) +
+                          (inner_ipv6 ? " (RFC 8200 requires 1280)" : ""));
   }
   return t;
 }
 
 std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, std::uint16_t l3_offset, bool ipv6,
-                                 std::uint16_t next_hop_mtu, std::uint8_t* out, std::uint32_t out_cap) {
+                                 std::uint16_t next_hop_mtu, const std::array<std::uint8_t, 6>& port_mac,
+                                 std::uint8_t* out, std::uint32_t out_cap) {
   const std::uint32_t ip_header = ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen;
   if (l3_offset < kEthernetLen || len < l3_offset + ip_header) return 0;
+  // Only a frame sent to this port answers: a promiscuous port also sees
+  // frames flooded towards other hosts, and a reply in their name (their
+  // MAC, their address) would teach the switch and the client a lie. A
+  // frame to a group MAC (broadcast, multicast) has the group bit set and
+  // is never the port's own.
+  if (!std::equal(port_mac.begin(), port_mac.end(), frame)) return 0;
   const std::uint8_t* ip = frame + l3_offset;
   const std::uint8_t* src = ip + (ipv6 ? 8 : 12);
   const std::uint8_t* dst = ip + (ipv6 ? 24 : 16);
@@ -162,10 +174,12 @@ std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, s
     const std::uint32_t frag = get16(ip + 6);
     if (!(frag & 0x4000) || (frag & 0x1fff) || ip[9] == kProtoIcmp) return 0;
     if (src[0] == 0 || src[0] >= 224) return 0;  // 0.0.0.0/8, multicast, reserved, broadcast
+    if (dst[0] == 0 || dst[0] >= 224) return 0;  // the reply's source must be a unicast address
   } else {
     ip_len = kIpv6HeaderLen + get16(ip + 4);
     if (ip[6] == kProtoIcmpv6) return 0;
     if (src[0] == 0xff || all_zero(src, 16)) return 0;
+    if (dst[0] == 0xff || all_zero(dst, 16)) return 0;
   }
   ip_len = std::min(ip_len, len - l3_offset);
   const std::uint32_t max_ip = ipv6 ? kIcmpv6ErrorMaxIp : kIcmpv4ErrorMaxIp;
@@ -174,9 +188,10 @@ std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, s
   const std::uint32_t total = l3_offset + ip_header + icmp_len;
   if (total > out_cap) return 0;
 
-  // Ethernet: back where it came from, on the same VLANs.
+  // Ethernet: back where it came from, from the port (whose MAC the frame
+  // was sent to), on the same VLANs.
   std::memcpy(out, frame + 6, 6);
-  std::memcpy(out + 6, frame, 6);
+  std::memcpy(out + 6, port_mac.data(), 6);
   std::memcpy(out + 12, frame + 12, l3_offset - 12u);
   std::uint8_t* oip = out + l3_offset;
   std::memset(oip, 0, ip_header + kIcmpHeaderLen);

@@ -363,9 +363,9 @@ inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std
 }
 
 // Writes the whole Ethernet frame that answers `frame` (too big once
-// delivered) towards its client: MACs swapped, VLAN tags kept, IP source :=
-// the frame's destination (the VIP), destination := its source, TTL / hop
-// limit 64. IPv4: ICMP type 3 code 4 ("fragmentation needed and DF set",
+// delivered) towards its client: to its source MAC from port_mac (the port
+// it came in on), VLAN tags kept, IP source := the frame's destination (the
+// VIP), destination := its source, TTL / hop limit 64. IPv4: ICMP type 3 code 4 ("fragmentation needed and DF set",
 // RFC 792, RFC 1191) with next_hop_mtu, quoting as much of the frame's IP
 // packet as keeps the reply's within 576 octets. IPv6: ICMPv6 type 2
 // ("packet too big", RFC 4443) with next_hop_mtu, quoting up to a reply of
@@ -375,9 +375,12 @@ inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std
 // 14 or the IP header past len, an IPv4 packet without DF (its sender allows
 // fragmentation: the error does not apply) or a non-first fragment, a
 // packet carrying ICMP / ICMPv6 (no error about an error, RFC 1122 3.2.2 and
-// RFC 4443 2.4 (e)), or a source no reply can go to (unspecified,
-// multicast, IPv4 limited broadcast).
+// RFC 4443 2.4 (e)), a source no reply can go to (unspecified,
+// multicast, IPv4 limited broadcast), a destination that is no unicast
+// address, or a frame whose destination MAC is not port_mac (flooded
+// towards another host, or to a group).
 std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, std::uint16_t l3_offset, bool ipv6,
-                                 std::uint16_t next_hop_mtu, std::uint8_t* out, std::uint32_t out_cap);
+                                 std::uint16_t next_hop_mtu, const std::array<std::uint8_t, 6>& port_mac,
+                                 std::uint8_t* out, std::uint32_t out_cap);
 
 }  // namespace qs

@@ -2,6 +2,7 @@
 // launch. The loop itself (lcore_loop.cpp) allocates nothing.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "dataplane/fastpath/connection_stage.h"
 #include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/icmp_limiter.h"
 #include "dataplane/fastpath/lcore_stats.h"
 #include "dataplane/fastpath/mbuf_classifier.h"
 #include "dataplane/fastpath/parking_ticket.h"
@@ -50,6 +52,7 @@ struct TxQueueContext {
   explicit TxQueueContext(unsigned burst) : stage(burst) {}
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
+  std::array<std::uint8_t, 6> mac{};  // the port's: the source of what the owner itself writes (ICMP)
   TxStage<rte_mbuf*> stage;
   // Set when this queue took nothing for park_timeout (a dead link, a peer
   // that reads nothing): from then on what it refuses is dropped at once
@@ -132,8 +135,7 @@ struct LcoreContext {
   // ICMP too-big replies: receivers record each packet's RX port for them,
   // and an owner sends at most the plan's rate per second.
   bool icmp_replies = false;
-  std::uint64_t icmp_window_start = 0;
-  std::uint64_t icmp_budget = 0;
+  IcmpLimiter icmp_limiter;
   std::uint64_t tsc_hz = 1;
   OwnerStats owner_stats;
   LoopStats loop_stats;

@@ -155,20 +155,27 @@ inline void stage_tx(LcoreContext& c, TxQueueContext& t, rte_mbuf* m, std::uint6
 bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTemplate& t, rte_mbuf* m,
                   const SteerMeta& meta, std::uint64_t now) {
   if (plan.icmp_per_second() == 0) return false;
-  if (now - c.icmp_window_start >= c.tsc_hz) {
-    c.icmp_window_start = now;
-    c.icmp_budget = plan.icmp_per_second();
-  }
-  if (c.icmp_budget == 0) return false;
   TxQueueContext* t_out = m->port < c.tx_by_port.size() ? c.tx_by_port[m->port] : nullptr;
   if (t_out == nullptr) return false;
+  // The client: the frame's IP source, whose first octets tell clients
+  // apart well enough for the limiter's table.
+  const std::uint8_t* src = rte_pktmbuf_mtod_offset(m, const std::uint8_t*,
+                                                    meta.l3_offset() + ((meta.flags & kSteerMetaIpv6) ? 8 : 12));
+  std::uint64_t client;
+  std::memcpy(&client, src, sizeof client);  // IPv4: the address and the destination's first half
+  if (!(meta.flags & kSteerMetaIpv6)) client &= 0xffffffffu;
+  // A reload may change the rates: the limiter follows the plan in force.
+  if (!c.icmp_limiter.configured_for(plan.icmp_per_second(), plan.icmp_per_client()))
+    c.icmp_limiter.configure(plan.icmp_per_second(), plan.icmp_per_client(), c.tsc_hz);
+  const std::uint64_t destination = client * 0x9e3779b97f4a7c15ull;
+  if (!c.icmp_limiter.permits(now, destination)) return false;
   rte_mbuf* reply = rte_pktmbuf_alloc(m->pool);
   if (reply == nullptr) return false;
-  if (!build_too_big_reply(t, m, meta, reply)) {
+  if (!build_too_big_reply(t, m, meta, t_out->mac, reply)) {
     rte_pktmbuf_free(reply);
     return false;
   }
-  --c.icmp_budget;
+  c.icmp_limiter.spend(now, destination);
   tsan_release(reply);  // it goes into a device from here (tsan.h)
   if (rte_eth_tx_burst(t_out->port_id, t_out->queue, &reply, 1) != 1) {
     rte_pktmbuf_free(reply);

@@ -109,6 +109,16 @@ void warn_if_pool_small(const Profile& p, unsigned producers, unsigned owners) {
                 p.mempool.mbufs, static_cast<unsigned long long>(need));
 }
 
+// A port's MAC address; throws std::runtime_error naming the port.
+std::array<std::uint8_t, 6> port_mac(std::uint16_t port_id, const std::string& name) {
+  rte_ether_addr mac{};
+  if (const int rc = rte_eth_macaddr_get(port_id, &mac); rc != 0)
+    throw std::runtime_error("cannot read the MAC address of port '" + name + "': " + rte_strerror(-rc));
+  std::array<std::uint8_t, 6> out;
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), out.begin());
+  return out;
+}
+
 }  // namespace
 
 // Bytes in MB, rounded up: how start-up lines and allocation errors print sizes.
@@ -328,6 +338,7 @@ void Dataplane::build_lcores() {
     for (std::uint16_t pi : tx_profile_ports) {
       auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
       t->port_id = port_ids_[pi];
+      t->mac = port_mac(t->port_id, profile_.ports[pi].name);
       t->queue = std::uint16_t(c->owner_index);
       c->tx_by_port[t->port_id] = t.get();
       c->tx.push_back(std::move(t));
@@ -365,6 +376,7 @@ void Dataplane::build_lcores() {
       if (unsigned(c->owner_index) >= port.tx_queues) continue;  // no queue of its own there: counted, not sent
       auto t = std::make_unique<TxQueueContext>(profile_.rings.burst);
       t->port_id = port_ids_[i];
+      t->mac = port_mac(t->port_id, profile_.ports[i].name);
       t->queue = std::uint16_t(c->owner_index);
       c->tx_by_port[t->port_id] = t.get();
       c->tx.push_back(std::move(t));
@@ -374,17 +386,12 @@ void Dataplane::build_lcores() {
 
 std::unique_ptr<DeliveryPlan> Dataplane::make_delivery_plan(const Profile& profile) const {
   if (profile.action.type != OwnerAction::kForward || profile.steering.backends.empty()) return nullptr;
-  const std::uint16_t tx_port = port_ids_[std::size_t(profile.action.tx_port)];
-  rte_ether_addr mac{};
-  if (const int rc = rte_eth_macaddr_get(tx_port, &mac); rc != 0)
-    throw std::runtime_error("cannot read the MAC address of port '" +
-                             profile.ports[std::size_t(profile.action.tx_port)].name + "': " + rte_strerror(-rc));
-  std::array<std::uint8_t, 6> port_mac;
-  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port_mac.begin());
+  const std::array<std::uint8_t, 6> tx_mac = port_mac(port_ids_[std::size_t(profile.action.tx_port)],
+                                                      profile.ports[std::size_t(profile.action.tx_port)].name);
   std::uint16_t rx_mtu = 0;
   for (const PortConfig& p : profile.ports)
     if (p.rx_queues > 0) rx_mtu = std::max(rx_mtu, p.mtu);
-  return std::make_unique<DeliveryPlan>(profile.action.delivery, profile.steering.backends, port_mac,
+  return std::make_unique<DeliveryPlan>(profile.action.delivery, profile.steering.backends, tx_mac,
                                         profile.ports[std::size_t(profile.action.tx_port)].mtu, rx_mtu);
 }
 

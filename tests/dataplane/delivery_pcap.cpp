@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
       const auto frame = test::client_frame(v6, 1490, v6 ? 0 : 100);
       std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
       const std::uint32_t n = build_icmp_too_big(frame.data(), std::uint32_t(frame.size()), test::l3_offset_of(frame),
-                                                 v6, 1430, out.data(), std::uint32_t(out.size()));
+                                                 v6, 1430, test::kRxPortMac, out.data(), std::uint32_t(out.size()));
       if (n == 0) throw std::runtime_error("no ICMP reply");
       pcap.write({out.data(), n}, ts += 1000);
     }

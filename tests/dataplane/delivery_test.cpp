@@ -4,6 +4,7 @@
 // template builder's refusals, and the ICMP "too big" replies. Checksums are
 // verified with tests/traffic/checksum.h, independently of delivery.h's own.
 #include "dataplane/fastpath/delivery.h"
+#include "dataplane/fastpath/icmp_limiter.h"
 
 #include <gtest/gtest.h>
 
@@ -463,7 +464,12 @@ TEST(Delivery, BuilderRefusesWhatTheBackendLacks) {
   d.vxlan_vni = 1u << 24;
   expect_refused(d, backend(), "vxlan_vni");
   expect_refused(delivery_config(DeliveryMode::kVxlan), backend(), "MTU", 70 + 67);
-  EXPECT_NO_THROW(make(DeliveryMode::kVxlan, true, true, 70 + 68));
+  // IPv6 needs 1280 octets past the overhead (RFC 8200): vxlan over IPv6
+  // adds 70, ipip over IPv6 40 (issue 38: 1250 was accepted).
+  expect_refused(delivery_config(DeliveryMode::kVxlan), backend(), "leaves under 1280 octets for IPv6", 70 + 1279);
+  expect_refused(delivery_config(DeliveryMode::kIpip), backend(), "leaves under 1280 octets for IPv6", 40 + 1279);
+  EXPECT_NO_THROW(make(DeliveryMode::kVxlan, true, true, 70 + 1280));
+  EXPECT_NO_THROW(make(DeliveryMode::kIpip, true, true, 40 + 1280));
 }
 
 // --- ICMP too big ---
@@ -483,7 +489,7 @@ TEST(IcmpTooBig, Ipv4FragmentationNeeded) {
   const auto frame = client_frame(false, 1400, 100);
   std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
   const std::uint32_t n = build_icmp_too_big(frame.data(), std::uint32_t(frame.size()), 18, false, 1430,
-                                             out.data(), std::uint32_t(out.size()));
+                                             test::kRxPortMac, out.data(), std::uint32_t(out.size()));
   ASSERT_EQ(n, 18u + 576u);
   // MACs swapped, the VLAN tag kept.
   EXPECT_EQ(hex_range(out.data(), 0, 12), hex_range(frame.data(), 6, 12) + hex_range(frame.data(), 0, 6));
@@ -503,7 +509,7 @@ TEST(IcmpTooBig, Ipv6PacketTooBig) {
   const auto frame = client_frame(true, 1500);
   std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
   const std::uint32_t n = build_icmp_too_big(frame.data(), std::uint32_t(frame.size()), 14, true, 1430,
-                                             out.data(), std::uint32_t(out.size()));
+                                             test::kRxPortMac, out.data(), std::uint32_t(out.size()));
   ASSERT_EQ(n, 14u + 1280u);
   EXPECT_EQ(hex_range(out.data(), 0, 14), "02000000cc07" "020000000009" "86dd");
   const std::uint8_t* ip = out.data() + 14;
@@ -520,7 +526,7 @@ TEST(IcmpTooBig, ShortOriginalsAreQuotedWhole) {
     const auto frame = client_frame(v6, 200);
     std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
     const std::uint32_t n = build_icmp_too_big(frame.data(), std::uint32_t(frame.size()), 14, v6, 100,
-                                               out.data(), std::uint32_t(out.size()));
+                                               test::kRxPortMac, out.data(), std::uint32_t(out.size()));
     ASSERT_EQ(n, 14u + (v6 ? 40u : 20u) + 8u + 200u);
     const std::uint8_t* ip = out.data() + 14;
     if (v6) {
@@ -535,7 +541,7 @@ TEST(IcmpTooBig, ShortOriginalsAreQuotedWhole) {
 TEST(IcmpTooBig, NoneWhenNotDue) {
   std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
   auto build = [&](const std::vector<std::uint8_t>& f, bool v6, std::uint32_t cap = kMaxIcmpTooBigFrame) {
-    return build_icmp_too_big(f.data(), std::uint32_t(f.size()), 14, v6, 1400, out.data(), cap);
+    return build_icmp_too_big(f.data(), std::uint32_t(f.size()), 14, v6, 1400, test::kRxPortMac, out.data(), cap);
   };
   auto f = client_frame(false, 1400);
   EXPECT_GT(build(f, false), 0u);
@@ -561,6 +567,86 @@ TEST(IcmpTooBig, NoneWhenNotDue) {
   std::fill(unspec.begin() + 14 + 8, unspec.begin() + 14 + 24, 0);
   EXPECT_EQ(build(unspec, true), 0u) << "unspecified source";
   EXPECT_EQ(build(std::vector<std::uint8_t>(f6.begin(), f6.begin() + 53), true), 0u) << "truncated header";
+}
+
+// A promiscuous port sees frames flooded towards other hosts: only a frame
+// sent to the port's own MAC is answered, from that MAC, and never one to a
+// group MAC or to an address that is not unicast (issue 38: a reply in
+// another host's name poisoned the switch's table).
+TEST(IcmpTooBig, OnlyAFrameSentToThePortIsAnsweredFromThePort) {
+  std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
+  for (const bool v6 : {false, true}) {
+    auto build = [&](const std::vector<std::uint8_t>& f) {
+      return build_icmp_too_big(f.data(), std::uint32_t(f.size()), 14, v6, 1400, test::kRxPortMac, out.data(),
+                                std::uint32_t(out.size()));
+    };
+    const auto f = client_frame(v6, 1400);
+    ASSERT_GT(build(f), 0u);
+    EXPECT_EQ(hex_range(out.data(), 0, 12), hex_range(test::kClientMac.data(), 0, 6) +
+                                                hex_range(test::kRxPortMac.data(), 0, 6));
+    auto other_host = f;
+    other_host[5] ^= 0x10;  // another unicast MAC
+    EXPECT_EQ(build(other_host), 0u) << "flooded towards another host";
+    auto broadcast = f;
+    std::fill(broadcast.begin(), broadcast.begin() + 6, 0xff);
+    EXPECT_EQ(build(broadcast), 0u) << "broadcast";
+    auto multicast = f;
+    multicast[0] = 0x01, multicast[1] = 0x00, multicast[2] = 0x5e;
+    EXPECT_EQ(build(multicast), 0u) << "multicast MAC";
+    auto group_ip = f;
+    group_ip[14 + (v6 ? 24 : 16)] = v6 ? 0xff : 239;
+    EXPECT_EQ(build(group_ip), 0u) << "to a multicast address";
+    if (!v6) {
+      auto limited = f;
+      std::fill(limited.begin() + 14 + 16, limited.begin() + 14 + 20, 0xff);
+      EXPECT_EQ(build(limited), 0u) << "to the limited broadcast";
+    }
+  }
+}
+
+// The owner's ICMP limiter, on a clock of 1,000,000 ticks a second: a token
+// bucket of per_second replies (a tenth of a second's worth at once), and a
+// bound per destination, so that one sender of oversized frames does not
+// take every other client's share (issue 38: a fixed window let 100 bogus
+// packets starve real clients for the rest of the second).
+TEST(IcmpLimiter, SpreadsRepliesAndBoundsEachDestination) {
+  constexpr std::uint64_t kHz = 1000000;
+  IcmpLimiter l;
+  l.configure(100, 10, kHz);
+  auto reply = [&](std::uint64_t now, std::uint64_t dest) {
+    if (!l.permits(now, dest)) return false;
+    l.spend(now, dest);
+    return true;
+  };
+  const std::uint64_t t0 = 5 * kHz;
+  // One destination at once: one reply, then none until 1/10 s later.
+  EXPECT_TRUE(reply(t0, 1));
+  for (std::uint64_t t = 1; t < 100; ++t) EXPECT_FALSE(reply(t0 + t, 1)) << t;
+  // Others still get theirs: the burst is a tenth of a second's worth (10).
+  unsigned others = 0;
+  for (std::uint64_t d = 2; d < 100; ++d) others += reply(t0 + 100, d);
+  EXPECT_EQ(others, 9u) << "the bucket's burst, less the first reply";
+  // Then one per 1/100 s.
+  EXPECT_FALSE(reply(t0 + 101, 500));
+  EXPECT_TRUE(reply(t0 + 101 + kHz / 100, 500));
+  EXPECT_FALSE(reply(t0 + 102 + kHz / 100, 501));
+  EXPECT_FALSE(reply(t0 + kHz / 10 - 1, 1)) << "destination 1 within its tenth of a second";
+  EXPECT_TRUE(reply(t0 + kHz / 10, 1)) << "destination 1 again, a tenth of a second later";
+  // permits() alone takes nothing.
+  IcmpLimiter fresh;
+  fresh.configure(1, 0, kHz);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(fresh.permits(t0, 7));
+  fresh.spend(t0, 7);
+  EXPECT_FALSE(fresh.permits(t0, 8));
+  // No per-destination bound with 0, and none at all with a rate of 0.
+  IcmpLimiter unbounded;
+  unbounded.configure(1000000, 0, kHz);
+  unsigned same = 0;
+  for (int i = 0; i < 1000; ++i) same += unbounded.permits(t0 + std::uint64_t(i), 9) && (unbounded.spend(t0 + std::uint64_t(i), 9), true);
+  EXPECT_EQ(same, 1000u);
+  IcmpLimiter off;
+  off.configure(0, 10, kHz);
+  EXPECT_FALSE(off.permits(t0, 1));
 }
 
 // delivery.h's fast sum against RFC 1071 done the plain way.
