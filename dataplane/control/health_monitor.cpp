@@ -23,9 +23,20 @@ Health HealthMonitor::judge(const HealthSample& sample, Clock::time_point now) {
     else if (!b.moved)
       add("lcore " + std::to_string(l.lcore) + " has not started yet");
   }
+  const bool progressing = reason.empty();
   for (const auto& p : sample.ports)
     if (!p.link_up) add("port " + p.name + " link down");
-  return Health{reason.empty(), reason};
+  for (const auto& t : sample.tx_queues) {
+    auto [it, first] = tx_drops_.try_emplace({t.port, t.queue}, Drops{t.timeout_drops, now});
+    Drops& d = it->second;
+    if (!first && t.timeout_drops != d.count) {
+      d.count = t.timeout_drops;
+      d.changed = now;
+    }
+    if (t.timed_out && !first && now - d.changed <= stall_after_)
+      add("port " + t.port + " TX queue " + std::to_string(t.queue) + " takes nothing (tx_timeout)");
+  }
+  return Health{reason.empty(), reason, progressing};
 }
 
 std::chrono::milliseconds stall_threshold(std::uint32_t tick_us, std::uint32_t nap_us) {

@@ -271,15 +271,14 @@ void register_once() {
         {"/quicsteer/backends", cmd_backends,
          "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
         {"/quicsteer/forwarding", cmd_forwarding,
-         "The forwarding tables: enabled, entries and slots of each, expired, retired and retiring_slots. No parameters"},
+         "Forwarding tables: enabled, entries, slots, setup_entries, setup_slots, expired, retired, retiring_slots. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/health", cmd_health,
-         "healthy 1 while every lcore's loop makes progress and every port's link is up, else 0 and the reason. No parameters"},
+         "healthy 1 while every lcore runs, every link is up and every TX queue takes packets, else 0 and why. No parameters"},
         {"/quicsteer/profile", cmd_profile, "The live profile, resolved (every default filled in). No parameters"},
         {"/quicsteer/reload", cmd_reload,
-         "Reloads the steering section. Parameter: a profile path in the profile's directory (default: the one quicsteer "
-         "started with)"},
+         "Reloads the steering section. Parameter: a profile path in the profile's directory (default: the live one)"},
     };
     // DPDK refuses a help text of RTE_TEL_MAX_STRING_LEN or more, and the
     // command would then not exist.

@@ -58,8 +58,11 @@ struct TxQueueContext {
   // that reads nothing): from then on what it refuses is dropped at once
   // (tx_timeout) instead of held, so that it no longer holds its owner,
   // whose other TX queues (reflect: one per RX port) go on. Cleared as soon
-  // as the queue takes a packet again.
-  bool timed_out = false;
+  // as the queue takes a packet again. Atomic (written by the owner only,
+  // relaxed: a plain store) so that health (HealthSample::TxQueue) can read
+  // it, with `timeout_drops`, what it dropped so.
+  std::atomic<bool> timed_out{false};
+  Counter timeout_drops;
 };
 
 struct LcoreContext {

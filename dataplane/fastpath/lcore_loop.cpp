@@ -82,15 +82,18 @@ unsigned send_tx(LcoreContext& c, TxQueueContext& t, std::uint64_t now) {
       [&](rte_mbuf** pkts, unsigned n) { return unsigned(rte_eth_tx_burst(t.port_id, t.queue, pkts, std::uint16_t(n))); },
       now);
   c.owner_stats.tx.add(took);
-  if (took != 0) t.timed_out = false;
+  if (took != 0 && t.timed_out.load(std::memory_order_relaxed)) t.timed_out.store(false, std::memory_order_relaxed);
   unsigned dropped = 0;
   if (c.policy == BackpressurePolicy::kDrop) {
     dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
     if (dropped) count_drop(c.owner_stats.drops, DropReason::kTxFull, dropped);
-  } else if (t.timed_out || t.stage.stalled_for(now) > c.park_timeout_tsc) {
-    t.timed_out = true;
+  } else if (t.timed_out.load(std::memory_order_relaxed) || t.stage.stalled_for(now) > c.park_timeout_tsc) {
+    if (!t.timed_out.load(std::memory_order_relaxed)) t.timed_out.store(true, std::memory_order_relaxed);
     dropped = t.stage.discard([](rte_mbuf* m) { rte_pktmbuf_free(m); });
-    if (dropped) count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
+    if (dropped) {
+      count_drop(c.owner_stats.drops, DropReason::kTxTimeout, dropped);
+      t.timeout_drops.add(dropped);
+    }
   }
   // What TX never took is a drop, not processed: received = processed + drops.
   if (dropped) c.owner_stats.processed.sub(dropped);

@@ -195,6 +195,7 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
         kept_by_drivers_ += std::uint64_t(std::max<std::int64_t>(0, mbufs_in_use() - before));
     }
     port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
+    for (const std::uint16_t id : port_ids_) kernel_interfaces_.push_back(kernel_interface(id));
     build_lcores();
   } catch (...) {
     release();
@@ -763,18 +764,6 @@ PortCounters Dataplane::sample_port_counters(std::size_t i) const {
 void Dataplane::sample_port_counters() const {
   if (!ports_open_) return;
   for (std::size_t i = 0; i < port_ids_.size(); ++i) sample_port_counters(i);
-}
-
-HealthSample Dataplane::health_sample() const {
-  HealthSample h;
-  for (const auto& c : lcores_) h.lcores.push_back({c->lcore_id, c->loop_stats.heartbeats.get()});
-  for (std::size_t i = 0; i < port_ids_.size(); ++i) {
-    rte_eth_link link{};
-    // A driver that cannot tell (-ENOTSUP) has no link to lose.
-    const int rc = ports_open_ ? rte_eth_link_get_nowait(port_ids_[i], &link) : -ENODEV;
-    h.ports.push_back({profile_.ports[i].name, rc == -ENOTSUP || (rc == 0 && link.link_status == RTE_ETH_LINK_UP)});
-  }
-  return h;
 }
 
 StatsSnapshot Dataplane::snapshot() const {

@@ -59,9 +59,11 @@ class Dataplane {
   StatsSnapshot snapshot() const;
   // Reads the ports' counters between snapshots, so that a reset is seen.
   void sample_port_counters() const;
-  // What HealthMonitor judges: each lcore's heartbeat counter and each
-  // port's link (rte_eth_link_get_nowait; a link is down while the ports are
-  // closed). Cheap enough for every control-loop turn; same thread as snapshot().
+  // What HealthMonitor judges: each lcore's heartbeat counter, each port's
+  // link (rte_eth_link_get_nowait, and the kernel interface's state for a
+  // port that is one; a link is down while the ports are closed) and each
+  // owner's TX queues' timed-out state. Cheap enough for every control-loop
+  // turn; same thread as snapshot(). (dataplane_health.cpp)
   HealthSample health_sample() const;
 
   // Stops and closes the ports (a device may hold mbufs until then) and
@@ -146,6 +148,9 @@ class Dataplane {
   // By profile port index, then RX queue: the pool that queue fills from.
   std::vector<std::vector<rte_mempool*>> rx_queue_pools_;
   std::vector<std::uint16_t> port_ids_;  // by profile port index
+  // By profile port index: the kernel interface the port works through
+  // (kernel_interface), or "".
+  std::vector<std::string> kernel_interfaces_;
   // Totals across device counter resets, by profile port index; snapshot()
   // folds each reading in.
   mutable std::vector<MonotonicPortCounters> port_counters_;

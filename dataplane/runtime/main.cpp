@@ -106,23 +106,32 @@ class Manager {
       std::fprintf(stderr, "quicsteer: cannot notify the service manager (NOTIFY_SOCKET): %s\n", error.c_str());
     }
   }
-  // Around a steering reload, once ready (sd_notify(3): RELOADING=1 carries
-  // the monotonic clock; READY=1 ends it).
+  // Around a steering reload, once ready and until stopping (sd_notify(3):
+  // RELOADING=1 carries the monotonic clock; READY=1 ends it). After
+  // STOPPING=1 the manager is told nothing of reloads: a READY=1 then would
+  // tell it that the stop was over.
   void reloading() {
-    if (!ready_) return;
+    if (!ready_ || stopping_) return;
     timespec ts {};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     tell("RELOADING=1\nMONOTONIC_USEC=" +
          std::to_string(std::uint64_t(ts.tv_sec) * 1000000u + std::uint64_t(ts.tv_nsec) / 1000u));
   }
   void reloaded(const std::string& answer) {
-    if (ready_) tell("READY=1\nSTATUS=reload " + answer);
+    if (ready_ && !stopping_) tell("READY=1\nSTATUS=reload " + answer);
+  }
+  // STOPPING=1 with `more` (further assignments, "" for none), once.
+  void stopping(const std::string& more) {
+    if (stopping_) return;
+    stopping_ = true;
+    tell("STOPPING=1" + (more.empty() ? "" : "\n" + more));
   }
   bool ready_ = false;  // READY=1 was sent: the ports came up and every lcore ran
 
  private:
   qs::ServiceNotifier notifier_;
   bool failed_ = false;
+  bool stopping_ = false;  // STOPPING=1 was sent
 };
 
 // Starts a steering reload from `path` on the reload thread; the control
@@ -363,6 +372,18 @@ std::string seconds_text(double s) {
   return text;
 }
 
+// The stop after a drain (the lcores quiesce for at most 200 ms, the ports
+// close, the summary and the statistics file are written) takes far less.
+constexpr std::chrono::seconds kStopAllowance{30};
+
+// EXTEND_TIMEOUT_USEC (sd_notify(3)): the stop may take `left` of the drain
+// plus the stop after it; the manager waits that long from now for the
+// next extension or the exit, beyond TimeoutStopSec.
+std::string extend_timeout(std::chrono::steady_clock::duration left) {
+  const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(left + kStopAllowance);
+  return "EXTEND_TIMEOUT_USEC=" + std::to_string(std::max<std::int64_t>(0, usec.count()));
+}
+
 // How often the control loop checks health (and feeds the watchdog when it
 // passes): twice per watchdog interval when the manager set a shorter one.
 std::chrono::milliseconds health_period(const qs::ServiceNotifier& n) {
@@ -439,33 +460,49 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       return snap;
     };
     qs::StatsSnapshot prev = take_snapshot();
-    // Health (/healthz, /quicsteer/health, the service manager's READY and
-    // WATCHDOG) is judged every turn from the lcores' heartbeats and the
-    // links: cheap reads, no snapshot needed.
+    // Health (/healthz, /quicsteer/health) and the service manager's READY
+    // and WATCHDOG are judged every turn from the lcores' heartbeats, the
+    // links and the TX queues: cheap reads, no snapshot needed.
     qs::HealthMonitor health(qs::stall_threshold(profile.action.tx_drain_us, profile.polling.idle_sleep_us));
-    bool healthy = false;
-    std::string unhealthy_reason = "not checked yet";
+    // /healthz has said 200 at least once: a route may have been announced,
+    // so SIGTERM drains. Set in the turn that first publishes it healthy.
+    bool been_healthy = false;
+    qs::Health shown{false, "not checked yet"};  // what the log and STATUS= last said
     const char* stopping = "stopping: the duration is over";
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dp.sample_port_counters();  // so that a device's counter reset is seen
-      // Live: the data path runs and its ports are up, drain or not. The
-      // watchdog follows this (a drain is a stop under way, not a fault);
-      // health is that and not draining.
-      const qs::Health live_verdict = health.judge(dp.health_sample(), std::chrono::steady_clock::now());
-      live->publish(draining && live_verdict.healthy ? qs::Health{false, "draining"} : live_verdict);
+      const qs::Health verdict = health.judge(dp.health_sample(), std::chrono::steady_clock::now());
+      // READY=1 once the ports are started and every lcore runs, whatever
+      // the links say: the manager restarts a service that does not get
+      // ready, and a restart brings no link back (it only loses the
+      // forwarding tables). Sent before this turn publishes anything, so
+      // that /healthz never says 200 before READY=1.
+      if (verdict.progressing && !manager.ready_) {
+        manager.ready_ = true;
+        manager.tell("READY=1\nSTATUS=" + std::string(verdict.healthy ? "forwarding: every port up, every lcore running"
+                                                                       : "running, unhealthy: " + verdict.reason));
+      }
+      // Healthy is the verdict and not draining (a drain withdraws the route
+      // while the data path forwards).
+      const qs::Health published = draining && verdict.healthy ? qs::Health{false, "draining", true} : verdict;
+      live->publish(published);
+      been_healthy = been_healthy || published.healthy;
       // Steering reloads are read and built on the reload thread; this loop
       // only starts one and puts it live once prepared. One at a time: a
       // SIGHUP while one is under way is left pending (g_reload_asked stays
       // set), so any number of them during a reload make exactly one more
       // reload after it, which reads the profile as it is then. A telemetry
       // request waits in its mailbox (up to its own time limit) likewise.
+      // Without a path, both reload the live profile's file: the one the
+      // last applied reload read (a profile chosen over telemetry stays
+      // chosen), else the --profile file.
       if (auto prepared = reloader.take()) finish_reload(dp, std::move(*prepared), *live, live_path, manager);
       if (!reloader.busy()) {
         if (auto path = live->take_reload_request())
-          start_reload(reloader, path->empty() ? args.profile : *path, "/quicsteer/reload", true, *live, manager);
+          start_reload(reloader, path->empty() ? live_path : *path, "/quicsteer/reload", true, *live, manager);
         else if (g_reload_asked.exchange(false))
-          start_reload(reloader, args.profile, "SIGHUP", false, *live, manager);
+          start_reload(reloader, live_path, "SIGHUP", false, *live, manager);
       }
       const auto now = std::chrono::steady_clock::now();
       if (g_interrupted.load()) {
@@ -473,21 +510,23 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
         break;
       }
       if (g_terminated.load() && !draining) {
-        // Before READY=1 no route was announced: nothing to drain.
-        if (grace.count() == 0 || !manager.ready_) {
+        // Before /healthz ever said 200 no route was announced: nothing to drain.
+        if (grace.count() == 0 || !been_healthy) {
           stopping = "stopping on SIGTERM";
           break;
         }
         draining = true;
         drain_end = now + grace;
-        manager.tell("STOPPING=1\nSTATUS=draining: forwarding for " + seconds_text(profile.drain.grace_s) +
-                     " s more, then stopping");
+        // The manager allows TimeoutStopSec (90 s) for a stop; a longer
+        // grace extends it, and every health check extends it again.
+        manager.stopping(extend_timeout(drain_end - now) + "\nSTATUS=draining: forwarding for " +
+                         seconds_text(profile.drain.grace_s) + " s more, then stopping");
         std::printf("quicsteer: draining on SIGTERM: health is false (draining); forwarding for %s s more, then "
                     "stopping (SIGINT stops at once)\n",
                     seconds_text(profile.drain.grace_s).c_str());
         std::fflush(stdout);
         live->publish(take_snapshot());
-        live->publish(qs::Health{false, "draining"});  // whoever reads health sees the drain now
+        live->publish(qs::Health{false, "draining", verdict.progressing});  // whoever reads health sees the drain now
         last_health = std::chrono::steady_clock::time_point{};  // and so does the next check
       }
       if (draining && now >= drain_end) {
@@ -497,23 +536,19 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       if (duration > 0 && std::chrono::duration<double>(now - start).count() >= duration) break;
       if (now - last_health >= check_period) {
         last_health = now;
-        std::string reason = live_verdict.reason;
-        const bool live_now = live_verdict.healthy;
-        if (live_now) manager.tell("WATCHDOG=1");
-        const bool healthy_now = live_now && !draining;
-        if (live_now && draining) reason = "draining";
-        if (healthy_now != healthy || reason != unhealthy_reason) {
-          if (healthy_now) std::printf("quicsteer: health: true\n");
-          else std::printf("quicsteer: health: false (%s)\n", reason.c_str());
+        // The watchdog follows progress alone (this loop's, which sends it,
+        // and every lcore's), through a drain too (a stop under way, not a
+        // fault): a lost link or a dead TX queue is for the router to route
+        // around (health), not for a restart.
+        if (verdict.progressing) manager.tell("WATCHDOG=1");
+        if (draining) manager.tell(extend_timeout(drain_end - now));
+        const qs::Health now_health = draining ? qs::Health{false, verdict.healthy ? "draining" : verdict.reason} : verdict;
+        if (now_health.healthy != shown.healthy || now_health.reason != shown.reason) {
+          if (now_health.healthy) std::printf("quicsteer: health: true\n");
+          else std::printf("quicsteer: health: false (%s)\n", now_health.reason.c_str());
           std::fflush(stdout);
-          if (healthy_now && !manager.ready_) {
-            manager.ready_ = true;
-            manager.tell("READY=1\nSTATUS=forwarding: every port up, every lcore running");
-          } else if (!draining) {
-            manager.tell(healthy_now ? "STATUS=forwarding" : "STATUS=unhealthy: " + reason);
-          }
-          healthy = healthy_now;
-          unhealthy_reason = reason;
+          if (!draining) manager.tell(now_health.healthy ? "STATUS=forwarding" : "STATUS=unhealthy: " + now_health.reason);
+          shown = now_health;
         }
       }
       if (now - last_table >= publish_period) {
@@ -529,7 +564,7 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
     reloader.abandon();
     live->close();
     live->publish(qs::Health{false, "stopping"});
-    if (!draining) manager.tell("STOPPING=1");
+    manager.stopping("");
     std::printf("quicsteer: %s\n", stopping);
     dp.stop();
     qs::StatsSnapshot final_stats = dp.snapshot();

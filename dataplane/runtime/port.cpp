@@ -9,6 +9,11 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -235,6 +240,25 @@ std::string port_driver_name(std::uint16_t port_id) {
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(port_id, &info) != 0 || info.driver_name == nullptr) return "";
   return info.driver_name;
+}
+
+std::string kernel_interface(std::uint16_t port_id) {
+  rte_eth_dev_info info{};
+  char name[IF_NAMESIZE] = {};
+  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.if_index == 0 || if_indextoname(info.if_index, name) == nullptr)
+    return "";
+  return name;
+}
+
+bool kernel_link_up(const std::string& name) {
+  ifreq ifr{};
+  if (name.empty() || name.size() >= sizeof ifr.ifr_name) return false;
+  std::memcpy(ifr.ifr_name, name.data(), name.size());
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int rc = ::ioctl(fd, SIOCGIFFLAGS, &ifr);
+  ::close(fd);
+  return rc == 0 && (ifr.ifr_flags & IFF_UP) != 0 && (ifr.ifr_flags & IFF_RUNNING) != 0;
 }
 
 unsigned free_mbufs_in_net_ring(std::uint16_t port_id) {

@@ -81,4 +81,19 @@ void reap_tx_completions(std::uint16_t port_id, std::uint16_t tx_queues);
 // The port's driver name ("net_af_xdp", "net_pcap", ...), "" if unknown.
 std::string port_driver_name(std::uint16_t port_id);
 
+// The kernel network interface the port's driver works through (net_af_packet,
+// net_af_xdp, net_tap, net_pcap on an iface: rte_eth_dev_info's if_index),
+// by name; "" for a device the kernel does not see. Read at start-up: a
+// name, unlike an index, says what was meant should the interface go.
+std::string kernel_interface(std::uint16_t port_id);
+
+// Whether the kernel interface `name`, in quicsteer's network namespace, is
+// administratively up and has its operational state up (IFF_UP and
+// IFF_RUNNING from SIOCGIFFLAGS: a veth whose peer went down, or a cable
+// pulled, clears IFF_RUNNING); false when it is gone. Some drivers report
+// their link up whatever the interface does (DPDK 22.11's net_af_packet and
+// net_af_xdp set it at start), so health asks the kernel as well. Control
+// path (a socket and an ioctl).
+bool kernel_link_up(const std::string& name);
+
 }  // namespace qs

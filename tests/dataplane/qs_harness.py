@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -148,6 +149,51 @@ def scrape(port):
         body = response.read().decode()
     families = {f.name: f for f in text_string_to_metric_families(body)}
     return families, ctype, body
+
+
+class Manager:
+    """The service manager's end of NOTIFY_SOCKET (a path, or @name for the
+    abstract namespace): every datagram, in order."""
+
+    def __init__(self, name):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + name[1:] if name.startswith("@") else name)
+        self.sock.settimeout(0.2)
+        self.name = name
+        self.messages = []
+        self.lock = threading.Lock()
+        self.done = False
+        self.thread = threading.Thread(target=self._receive, daemon=True)
+        self.thread.start()
+
+    def _receive(self):
+        while not self.done:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            with self.lock:
+                self.messages.append(data.decode())
+
+    def seen(self):
+        with self.lock:
+            return list(self.messages)
+
+    def wait_for(self, assignment, after=0, timeout=120):
+        """Index of the first message from `after` on that carries `assignment`."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            m = self.seen()
+            for i in range(after, len(m)):
+                if assignment in m[i].split("\n"):
+                    return i
+            time.sleep(0.05)
+        return None
+
+    def close(self):
+        self.done = True
+        self.thread.join()
+        self.sock.close()
 
 
 def write(path, data):

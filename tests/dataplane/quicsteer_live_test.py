@@ -10,8 +10,8 @@ net_pcap -> net_null, with its own EAL --file-prefix. Then:
   - steering reloads through /quicsteer/reload: an invalid file, a change the
     data path cannot take and a fallback key change are refused, saying why,
     and leave the live generation alone; a profile that adds config 1 goes
-    live (generation 2); SIGHUP after the profile file was rewritten without
-    config 0 makes generation 3;
+    live (generation 2); SIGHUP after that file (the live profile's, which
+    SIGHUP re-reads) was rewritten without config 0 makes generation 3;
   - the Prometheus endpoint, scraped with urllib and parsed with
     prometheus_client's text parser, agrees with the end-of-run JSON.
 """
@@ -162,8 +162,9 @@ with tempfile.TemporaryDirectory() as tmp:
           f"adding config 1 goes live: {answer}")
     check(steering.get("generation") == 2 and steering.get("quic_lb_config_ids") == [0, 1] and steering.get("servers") == 4
           and steering.get("profile") == both, f"/quicsteer/steering after it: {steering}")
-    # The file quicsteer started with now retires config 0; SIGHUP reloads it.
-    write(live_profile, profile_text(pcap, json_path, CONFIG1, SERVERS1))
+    # The live profile's file (the one the telemetry reload applied, not the
+    # one quicsteer started with) now retires config 0; SIGHUP reloads it.
+    write(both, profile_text(pcap, json_path, CONFIG1, SERVERS1))
     proc.send_signal(signal.SIGHUP)
     wait_for("the SIGHUP reload", lambda: "reload (SIGHUP) applied: steering generation 3" in out.text())
     steering, totals, prof = telemetry("/quicsteer/steering", "/quicsteer/totals", "/quicsteer/profile")

@@ -13,18 +13,28 @@ WatchdogSec= use it: the test binds a datagram socket, names it in
 NOTIFY_SOCKET (a path, and an abstract @name) with WATCHDOG_USEC, runs the
 demo profile and checks READY=1 after start-up, WATCHDOG=1 again and again,
 RELOADING=1 then READY=1 around SIGHUP, STOPPING=1 on SIGTERM.
+
+Races of issue 38 (item 6): a SIGHUP during the drain tells the manager
+nothing (no READY=1 after STOPPING=1); the drain extends the manager's stop
+timeout (EXTEND_TIMEOUT_USEC, again and again) by the grace at least;
+/healthz never says 200 before READY=1, so a SIGTERM the moment it does
+drains; SIGHUP reloads the live profile, also after a reload over telemetry
+switched to another file.
 """
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from qs_harness import check, failures
+import urllib.error
+import urllib.request
+
+from qs_harness import Manager, check, eal, failures, require_telemetry, telemetry
 from qs_harness import pcap_profile as harness_profile
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
@@ -39,50 +49,6 @@ EAL = '["--lcores", "(0-2)@(0,1)", "--no-huge", "-m", "512", "--no-shconf", "--n
 
 def pcap_profile(pcap, json_path, extra=""):
     return harness_profile(EAL, pcap, json_path, 200, extra)
-
-
-class Manager:
-    """The service manager's end of NOTIFY_SOCKET: every datagram, in order."""
-
-    def __init__(self, name):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind("\0" + name[1:] if name.startswith("@") else name)
-        self.sock.settimeout(0.2)
-        self.name = name
-        self.messages = []
-        self.lock = threading.Lock()
-        self.done = False
-        self.thread = threading.Thread(target=self._receive, daemon=True)
-        self.thread.start()
-
-    def _receive(self):
-        while not self.done:
-            try:
-                data = self.sock.recv(4096)
-            except socket.timeout:
-                continue
-            with self.lock:
-                self.messages.append(data.decode())
-
-    def seen(self):
-        with self.lock:
-            return list(self.messages)
-
-    def wait_for(self, assignment, after=0, timeout=120):
-        """Index of the first message from `after` on that carries `assignment`."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            m = self.seen()
-            for i in range(after, len(m)):
-                if assignment in m[i].split("\n"):
-                    return i
-            time.sleep(0.05)
-        return None
-
-    def close(self):
-        self.done = True
-        self.thread.join()
-        self.sock.close()
 
 
 class Output:
@@ -172,6 +138,14 @@ with tempfile.TemporaryDirectory() as tmp:
     if stopping is not None:
         msg = manager.seen()[stopping]
         check("STATUS=draining" in msg, f"drain run: the manager's status says draining ({msg!r})")
+        # A drain longer than TimeoutStopSec needs the manager told: the
+        # extension covers the whole grace, from the start of the drain.
+        extend = [int(a.split("=", 1)[1]) for a in msg.split("\n") if a.startswith("EXTEND_TIMEOUT_USEC=")]
+        check(extend and extend[0] >= 2_000_000,
+              f"drain run: STOPPING=1 extends the stop timeout by the grace at least ({msg!r})")
+        # A reload during the drain is applied, and the manager hears nothing of it.
+        proc.send_signal(signal.SIGHUP)
+        check(out.wait_for("quicsteer: reload (SIGHUP) applied"), "drain run: a reload during the drain is applied")
     finish(proc, "drain run")
     took = time.monotonic() - sent_term
     lines = out.text()
@@ -190,6 +164,11 @@ with tempfile.TemporaryDirectory() as tmp:
     if stopping is not None:
         fed = [m for m in manager.seen()[stopping + 1:] if m == "WATCHDOG=1"]
         check(len(fed) >= 1, "drain run: the watchdog is still fed while the data path drains (a stop, not a fault)")
+        after_stop = manager.seen()[stopping + 1:]
+        told = [m for m in after_stop if "READY=1" in m.split("\n") or "RELOADING=1" in m.split("\n")]
+        check(not told, f"drain run: no READY=1 or RELOADING=1 after STOPPING=1 ({told})")
+        extended = [m for m in after_stop if m.startswith("EXTEND_TIMEOUT_USEC=")]
+        check(len(extended) >= 1, f"drain run: the extension is renewed during the drain ({after_stop})")
     try:
         s = json.load(open(stats))
         check(s["total"]["drops_sum"] == 0 and all(v == 0 for v in s["total"]["drops_total"].values()),
@@ -210,6 +189,66 @@ with tempfile.TemporaryDirectory() as tmp:
     check(proc.returncode == 0 and any(line == "quicsteer: stopping on SIGTERM" for line in lines)
           and not any("draining" in line for line in lines),
           f"no-grace run: SIGTERM stops at once, no drain ({proc.returncode})")
+
+    # --- /healthz 200 only once READY=1 was sent ----------------------------------------
+    # A router announces the route on /healthz's first 200; a SIGTERM then
+    # must drain. SIGTERM goes the moment /healthz first says 200.
+    first = os.path.join(tmp, "first.yaml")
+    with open(first, "w") as f:
+        f.write(pcap_profile(pcap, os.path.join(tmp, "first.json"),
+                             'drain: {grace_s: 1}\ntelemetry: {prometheus_listen: "127.0.0.1:0"}\n'))
+    manager = Manager(os.path.join(tmp, "first.sock"))
+    env = dict(os.environ, NOTIFY_SOCKET=manager.name, WATCHDOG_USEC="1000000")
+    proc, out = start([QUICSTEER, "--", "--profile", first], env=env)
+    check(out.wait_for("prometheus: http://127.0.0.1:0/metrics"), "first 200: the endpoint is up")
+    with out.lock:
+        m = re.search(r"prometheus: http://127\.0\.0\.1:0/metrics \(port (\d+)\)", "\n".join(out.lines))
+    port = int(m.group(1)) if m else 0
+    said_200 = False
+    deadline = time.monotonic() + 120
+    while port and proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
+                said_200 = r.status == 200
+        except (urllib.error.HTTPError, urllib.error.URLError, ConnectionError):
+            said_200 = False
+        if said_200:
+            proc.send_signal(signal.SIGTERM)
+            break
+    check(said_200, "first 200: /healthz said 200")
+    finish(proc, "first 200")
+    lines = out.text()
+    manager.close()
+    check(any("draining on SIGTERM" in line for line in lines),
+          f"first 200: a SIGTERM once /healthz said 200 drains ({[x for x in lines if 'SIGTERM' in x]})")
+
+    # --- SIGHUP reloads what is live ---------------------------------------------------
+    require_telemetry()
+    prefix = f"qssvc{os.getpid()}"
+    live_dir = os.path.join(tmp, "live")
+    os.makedirs(live_dir)
+    base = harness_profile(eal(prefix), pcap, "", 0)
+    three = base.replace('{server_id: "0002", owner: 2}]', '{server_id: "0002", owner: 2}, {server_id: "0003", owner: 1}]')
+    check(three != base, "live reload: a profile with a third server")
+    with open(os.path.join(live_dir, "a.yaml"), "w") as f:
+        f.write(base)
+    with open(os.path.join(live_dir, "b.yaml"), "w") as f:
+        f.write(three)
+    proc, out = start([QUICSTEER, "--", "--profile", os.path.join(live_dir, "a.yaml"), "--duration", "0"])
+    check(out.wait_for("running until SIGINT/SIGTERM"), "live reload: started")
+    answer = None
+    deadline = time.monotonic() + 120
+    while answer is None and time.monotonic() < deadline:
+        answer = telemetry(prefix, "/quicsteer/reload,b.yaml")
+        time.sleep(0.1)
+    check(answer is not None and str(answer[0]).startswith("applied"), f"live reload: b.yaml over telemetry ({answer})")
+    proc.send_signal(signal.SIGHUP)
+    check(out.wait_for("quicsteer: reload (SIGHUP) applied"), "live reload: SIGHUP applied")
+    steering = telemetry(prefix, "/quicsteer/steering", quiet=False)
+    check(steering is not None and steering[0]["servers"] == 3 and steering[0]["profile"].endswith("b.yaml"),
+          f"live reload: SIGHUP re-read b.yaml, the live profile, not the start-up one ({steering})")
+    proc.send_signal(signal.SIGINT)
+    finish(proc, "live reload")
 
     # --- the notify protocol on the demo profile -------------------------------------
     # The demo as shipped, run from a directory of its own (its capture and
