@@ -271,7 +271,7 @@ void register_once() {
         {"/quicsteer/backends", cmd_backends,
          "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
         {"/quicsteer/forwarding", cmd_forwarding,
-         "The forwarding tables: enabled, entries and slots of each, idle entries expired, removed backends' entries swept and slots still being swept. No parameters"},
+         "Forwarding tables: enabled, entries, slots, expired; removed backends' entries swept, slots still being swept. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/health", cmd_health,
