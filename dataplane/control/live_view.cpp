@@ -3,8 +3,12 @@
 namespace qs {
 
 void LiveView::publish(const StatsSnapshot& stats) {
-  std::lock_guard lock(mutex_);
-  stats_ = stats;
+  auto copy = std::make_shared<const StatsSnapshot>(stats);  // copied before the lock is taken
+  {
+    std::lock_guard lock(mutex_);
+    stats_ = std::move(copy);
+  }
+  render_metrics();
 }
 
 void LiveView::publish(const SteeringState& steering) {
@@ -16,23 +20,59 @@ void LiveView::publish(const SteeringState& steering) {
 }
 
 void LiveView::count_reload(bool applied) {
-  std::lock_guard lock(mutex_);
-  ++(applied ? steering_.reloads_applied : steering_.reloads_refused);
+  {
+    std::lock_guard lock(mutex_);
+    ++(applied ? steering_.reloads_applied : steering_.reloads_refused);
+  }
+  render_metrics();
 }
 
 void LiveView::publish(const Health& health) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(health_mutex_);
   health_ = health;
 }
 
 Health LiveView::health() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(health_mutex_);
   return health_;
 }
 
 StatsSnapshot LiveView::stats() const {
+  std::shared_ptr<const StatsSnapshot> stats;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+  }
+  return *stats;  // copied outside the lock; what was published never changes
+}
+
+void LiveView::render_metrics_with(MetricsRenderer renderer) {
+  {
+    std::lock_guard render(render_mutex_);
+    renderer_ = std::move(renderer);
+  }
+  render_metrics();
+}
+
+std::shared_ptr<const std::string> LiveView::metrics() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  return metrics_;
+}
+
+void LiveView::render_metrics() {
+  std::lock_guard render(render_mutex_);
+  if (!renderer_) return;
+  std::shared_ptr<const StatsSnapshot> stats;
+  std::uint64_t applied = 0, refused = 0;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+    applied = steering_.reloads_applied;
+    refused = steering_.reloads_refused;
+  }
+  auto text = std::make_shared<const std::string>(renderer_(*stats, applied, refused));
+  std::lock_guard lock(mutex_);
+  metrics_ = std::move(text);
 }
 
 SteeringState LiveView::steering() const {

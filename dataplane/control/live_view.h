@@ -7,11 +7,19 @@
 // takes for the live table anyway (Dataplane::snapshot), so the readers cost
 // the data path nothing more; they copy what was published under a mutex of
 // the control plane, which no lcore ever takes.
+//
+// /metrics is rendered once per publish (and per counted reload), by the
+// thread that publishes, and kept as one shared text: a scrape copies a
+// pointer, whatever the size of the fleet, and never waits for a rendering.
+// Health has a mutex of its own, held only to copy the verdict, so that
+// /healthz never waits behind a snapshot or a profile being copied.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -40,19 +48,30 @@ struct SteeringState {
 
 class LiveView {
  public:
+  // The /metrics text of a snapshot and the reload counters.
+  using MetricsRenderer =
+      std::function<std::string(const StatsSnapshot& stats, std::uint64_t reloads_applied, std::uint64_t reloads_refused)>;
+
+  // Renders the stats' /metrics text too, when a renderer is set.
   void publish(const StatsSnapshot& stats);
   // Everything but the reload counters, which stay as counted.
   void publish(const SteeringState& steering);
   // One reload's verdict, from the control loop (a reload it read) or the
   // telemetry thread (a path it refused before asking): both count, and a
   // publish of a state copied before the count cannot undo it.
-  void count_reload(bool applied);
+  void count_reload(bool applied);  // renders /metrics again, when a renderer is set
   // The control loop's latest verdict (HealthMonitor), for /healthz and
   // /quicsteer/health; "starting" until the first one.
   void publish(const Health& health);
   StatsSnapshot stats() const;
   SteeringState steering() const;
   Health health() const;
+
+  // From now on each publish of stats and each counted reload render the
+  // /metrics text with `renderer`, on the calling thread; renders once now.
+  void render_metrics_with(MetricsRenderer renderer);
+  // The latest rendered /metrics text (nullptr before any renderer is set).
+  std::shared_ptr<const std::string> metrics() const;
 
   // Telemetry thread: asks the control loop to reload from `path` (empty:
   // the profile quicsteer was started with) and waits for its answer,
@@ -66,11 +85,20 @@ class LiveView {
   void close();
 
  private:
+  void render_metrics();
+
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  StatsSnapshot stats_;
+  std::shared_ptr<const StatsSnapshot> stats_ = std::make_shared<const StatsSnapshot>();
   SteeringState steering_;
+  std::shared_ptr<const std::string> metrics_;
+  mutable std::mutex health_mutex_;  // health_ only
   Health health_{false, "starting"};
+  // Held for a whole rendering (never with mutex_ held), so that renderings
+  // from several threads end in the order they read what they render: the
+  // text kept is always that of the latest state.
+  std::mutex render_mutex_;
+  MetricsRenderer renderer_;  // under render_mutex_
   bool closed_ = false;
   // The reload mailbox: at most one request in it.
   bool request_waiting_ = false;   // posted, not yet taken by the control loop
