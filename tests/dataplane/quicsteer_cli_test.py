@@ -77,7 +77,12 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run([QUICGEN, "--profile", gen_profile, "--out", pcap, "--connections", "100", "--seed", "3"])
     check(r.returncode == 0 and os.path.getsize(pcap) > 0, f"quicgen wrote the capture: {r.stderr.strip()[:200]}")
     stats = os.path.join(tmp, "stats.json")
-    p = profile(tmp, pcap_profile(pcap, stats), "run.yaml")
+    # The replay saturates both lcores, and on a shared machine an owner may
+    # be descheduled for longer than the default park timeout (10 ms), which
+    # then drops a ticket as designed. A timeout longer than the whole run
+    # cannot be reached by any scheduling, so a park_timeout drop here is a
+    # ticket dropped before its time: a bug.
+    p = profile(tmp, pcap_profile(pcap, stats, "backpressure: {park_timeout_us: 10000000}\n"), "run.yaml")
     r = run([QUICSTEER, "--", "--profile", p, "--duration", "1.5"], timeout=120)
     check(r.returncode == 0, f"1.5 s run exits 0: {r.stderr.strip()[-300:]}")
     check("quicsteer summary" in r.stdout and "mbuf leak check: ok" in r.stdout, "run prints its summary and leak check")
@@ -96,7 +101,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(len(s["lcores"]) == 2 and len(s["queues"]) == 2 and len(s["rings"]) == 2 and len(s["ports"]) == 2,
               "JSON has per-lcore, per-queue, per-ring and per-port sections")
         other = {k: v for k, v in t["drops_total"].items() if k not in ("malformed", "not_udp", "shutdown")}
-        check(all(v == 0 for v in other.values()), f"no back-pressure drops in an unloaded run: {other}")
+        check(all(v == 0 for v in other.values()),
+              f"no back-pressure drops in a run shorter than its park timeout: {other}")
         check(t["drops_total"]["malformed"] > 0, "quicgen's malformed packets were counted as such")
 
     # SIGINT stops a run that has no duration, cleanly.
