@@ -80,7 +80,7 @@ SteeringState LiveView::steering() const {
   return steering_;
 }
 
-std::string LiveView::request_reload(const std::string& path, std::chrono::milliseconds wait) {
+std::string LiveView::request_reload(const std::string& path, FileDescriptor file, std::chrono::milliseconds wait) {
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + wait;
   if (!changed_.wait_until(lock, deadline, [&] { return closed_ || !busy_; }))
@@ -89,12 +89,14 @@ std::string LiveView::request_reload(const std::string& path, std::chrono::milli
   busy_ = true;
   request_waiting_ = true;
   request_path_ = path;
+  request_file_ = std::move(file);
   const std::uint64_t id = ++requests_posted_;
   changed_.notify_all();
   if (!changed_.wait_until(lock, deadline, [&] { return closed_ || requests_answered_ == id; })) {
     if (request_waiting_) {
       // Never taken: withdrawn, so that it does not run after this answer.
       request_waiting_ = false;
+      request_file_.close();
       busy_ = false;
       changed_.notify_all();
       return "refused: the control loop did not take the request in time; nothing changed";
@@ -112,6 +114,11 @@ std::optional<std::string> LiveView::take_reload_request() {
   return request_path_;
 }
 
+FileDescriptor LiveView::take_reload_file() {
+  std::lock_guard lock(mutex_);
+  return std::move(request_file_);
+}
+
 void LiveView::answer_reload(const std::string& answer) {
   std::lock_guard lock(mutex_);
   answer_ = answer;
@@ -124,6 +131,7 @@ void LiveView::close() {
   std::lock_guard lock(mutex_);
   closed_ = true;
   request_waiting_ = false;
+  request_file_.close();
   changed_.notify_all();
 }
 

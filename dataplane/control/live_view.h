@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/config/file_descriptor.h"
 #include "dataplane/control/health_monitor.h"
 #include "dataplane/control/stats_snapshot.h"
 
@@ -74,12 +75,16 @@ class LiveView {
   std::shared_ptr<const std::string> metrics() const;
 
   // Telemetry thread: asks the control loop to reload from `path` (empty:
-  // the profile quicsteer was started with) and waits for its answer,
-  // which says what happened. Requests are served one at a time.
-  std::string request_reload(const std::string& path, std::chrono::milliseconds wait);
+  // the profile quicsteer was started with), read from `file` when it is
+  // open (confine_reload_path opened it), and waits for its answer, which
+  // says what happened. Requests are served one at a time.
+  std::string request_reload(const std::string& path, FileDescriptor file, std::chrono::milliseconds wait);
   // Control loop: the path of a pending request, if any; answer it with
   // answer_reload().
   std::optional<std::string> take_reload_request();
+  // Control loop: the file of the request take_reload_request() took last
+  // (empty when it gave none); the reload reads it rather than its path.
+  FileDescriptor take_reload_file();
   void answer_reload(const std::string& answer);
   // The control loop has stopped: pending and later requests are answered so.
   void close();
@@ -103,6 +108,7 @@ class LiveView {
   // The reload mailbox: at most one request in it.
   bool request_waiting_ = false;   // posted, not yet taken by the control loop
   std::string request_path_;
+  FileDescriptor request_file_;  // with the request while it waits, then until the control loop takes it
   std::uint64_t requests_posted_ = 0;    // id of the latest request
   std::uint64_t requests_answered_ = 0;  // id of the latest answered one
   bool busy_ = false;                    // a request is posted and not yet answered
