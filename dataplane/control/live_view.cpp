@@ -12,17 +12,15 @@ void LiveView::publish(const StatsSnapshot& stats) {
 }
 
 void LiveView::publish(const SteeringState& steering) {
+  auto copy = std::make_shared<const SteeringState>(steering);  // the resolved profile too: not under the lock
   std::lock_guard lock(mutex_);
-  const std::uint64_t applied = steering_.reloads_applied, refused = steering_.reloads_refused;
-  steering_ = steering;
-  steering_.reloads_applied = applied;
-  steering_.reloads_refused = refused;
+  steering_ = std::move(copy);
 }
 
 void LiveView::count_reload(bool applied) {
   {
     std::lock_guard lock(mutex_);
-    ++(applied ? steering_.reloads_applied : steering_.reloads_refused);
+    ++(applied ? reloads_applied_ : reloads_refused_);
   }
   render_metrics();
 }
@@ -67,8 +65,8 @@ void LiveView::render_metrics() {
   {
     std::lock_guard lock(mutex_);
     stats = stats_;
-    applied = steering_.reloads_applied;
-    refused = steering_.reloads_refused;
+    applied = reloads_applied_;
+    refused = reloads_refused_;
   }
   auto text = std::make_shared<const std::string>(renderer_(*stats, applied, refused));
   std::lock_guard lock(mutex_);
@@ -76,8 +74,18 @@ void LiveView::render_metrics() {
 }
 
 SteeringState LiveView::steering() const {
-  std::lock_guard lock(mutex_);
-  return steering_;
+  std::shared_ptr<const SteeringState> published;
+  std::uint64_t applied = 0, refused = 0;
+  {
+    std::lock_guard lock(mutex_);
+    published = steering_;
+    applied = reloads_applied_;
+    refused = reloads_refused_;
+  }
+  SteeringState s = *published;  // copied outside the lock: it may hold a profile of megabytes
+  s.reloads_applied = applied;
+  s.reloads_refused = refused;
+  return s;
 }
 
 std::string LiveView::request_reload(const std::string& path, FileDescriptor file, std::chrono::milliseconds wait) {

@@ -12,7 +12,10 @@
 // thread that publishes, and kept as one shared text: a scrape copies a
 // pointer, whatever the size of the fleet, and never waits for a rendering.
 // Health has a mutex of its own, held only to copy the verdict, so that
-// /healthz never waits behind a snapshot or a profile being copied.
+// /healthz never waits behind a snapshot or a profile being copied; and
+// snapshots and steering states are copied outside the lock, from the
+// immutable state published, so that no reader holds the control loop's
+// publish for longer than a pointer copy.
 #pragma once
 
 #include <chrono>
@@ -95,7 +98,11 @@ class LiveView {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::shared_ptr<const StatsSnapshot> stats_ = std::make_shared<const StatsSnapshot>();
-  SteeringState steering_;
+  // Published states are never changed, so that readers copy them (the
+  // resolved profile, up to 4 MiB) outside the lock; the reload counters are
+  // kept apart (count_reload) and set in each copy steering() returns.
+  std::shared_ptr<const SteeringState> steering_ = std::make_shared<const SteeringState>();
+  std::uint64_t reloads_applied_ = 0, reloads_refused_ = 0;
   std::shared_ptr<const std::string> metrics_;
   mutable std::mutex health_mutex_;  // health_ only
   Health health_{false, "starting"};
