@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/config/file_descriptor.h"
 #include "dataplane/config/listen_address.h"
 #include "dataplane/config/modes.h"
 #include "steering/steering_config.h"
@@ -166,6 +167,9 @@ const char* backend_state_name(BackendState s);
 // at most kMaxProfileBytes is read (a FIFO, a device or a directory is refused
 // before any read).
 Profile load_profile(const std::string& path);
+// The same from a file already open for reading; `name` stands for the file in
+// messages.
+Profile load_profile(FileDescriptor file, const std::string& name);
 // A number of seconds as the profile spells one (duration_s): decimal, no
 // hex, nan or inf, within [min, max]. Throws ProfileError naming `what`.
 double parse_seconds(const std::string& text, const std::string& what, double min, double max);

@@ -72,16 +72,22 @@ Profile parse_profile(const std::string& yaml_text, const std::string& name) {
 
 Profile load_profile(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw ProfileError(path + ": cannot open: " + std::strerror(errno));
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!file) {
+    const int error = errno;
+    throw ProfileError(path + ": cannot open: " + std::strerror(error));
+  }
+  return load_profile(std::move(file), path);
+}
+
+Profile load_profile(FileDescriptor file, const std::string& path) {
+  const int fd = file.get();
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int error = errno;
-    ::close(fd);
     throw ProfileError(path + ": cannot read: " + std::strerror(error));
   }
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
                        : S_ISFIFO(st.st_mode) ? "a FIFO"
                        : S_ISCHR(st.st_mode)  ? "a character device"
@@ -93,7 +99,6 @@ Profile load_profile(const std::string& path) {
                        " MiB)");
   }
   const auto too_large = [&] {
-    ::close(fd);
     throw ProfileError(path + ": cannot read: larger than " + std::to_string(kMaxProfileBytes >> 20) +
                        " MiB, the most a profile may be");
   };
@@ -106,13 +111,12 @@ Profile load_profile(const std::string& path) {
     if (n < 0) {
       if (errno == EINTR) continue;
       const int error = errno;
-      ::close(fd);
       throw ProfileError(path + ": cannot read: " + std::strerror(error));
     }
     text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > kMaxProfileBytes) too_large();  // it grew while being read
   }
-  ::close(fd);
+  file.close();
   return parse_profile(text, path);
 }
 

@@ -23,6 +23,23 @@ std::string index_key(const std::string& parent, std::size_t i) {
 
 bool has_position(const YAML::Mark& mark) { return mark.line >= 0 && mark.column >= 0; }
 
+std::string shown(std::string_view value) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : value.substr(0, kShownOctets)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    }
+  }
+  if (value.size() > kShownOctets) out += "... (" + std::to_string(value.size()) + " octets)";
+  return out;
+}
+
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
@@ -35,8 +52,8 @@ std::string describe(const YAML::Node& node) {
     case YAML::NodeType::Scalar:
       break;
   }
-  if (node.Tag() == "!") return "the quoted string '" + node.Scalar() + "'";
-  return "'" + node.Scalar() + "'";
+  if (node.Tag() == "!") return "the quoted string '" + shown(node.Scalar()) + "'";
+  return "'" + shown(node.Scalar()) + "'";
 }
 
 std::string format_ipv4(const std::array<std::uint8_t, 4>& a) {
@@ -97,7 +114,7 @@ double Decoder::real(const Field& f, double min, double max) const {
     case RealParse::kNotANumber: fail(f, "expected a number, got " + describe(f.node));
     case RealParse::kOutOfRange: break;
   }
-  fail(f, "must be in " + format_real(min) + ".." + format_real(max) + ", got " + f.node.Scalar());
+  fail(f, "must be in " + format_real(min) + ".." + format_real(max) + ", got " + shown(f.node.Scalar()));
 }
 
 bool Decoder::boolean(const Field& f) const {
@@ -118,10 +135,12 @@ std::vector<std::uint8_t> Decoder::hex(const Field& f, std::size_t min_octets, s
                                  ? count(2 * min_octets)
                                  : "an even number of hex digits, " + std::to_string(2 * min_octets) +
                                        ".." + std::to_string(2 * max_octets);
+  // The value itself is never shown: it may be a key with a typo in it.
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (!std::isxdigit(static_cast<unsigned char>(s[i]))) {
-      fail(f, "expected " + wanted + ", got '" + s + "' ('" + s[i] + "' at position " +
-                  std::to_string(i + 1) + " is not a hex digit)");
+      fail(f, "expected " + wanted + ", got " + std::to_string(s.size()) + " characters ('" +
+                  shown(std::string_view(s).substr(i, 1)) + "' at position " + std::to_string(i + 1) +
+                  " is not a hex digit)");
     }
   }
   if (s.size() % 2 != 0 || s.size() < 2 * min_octets || s.size() > 2 * max_octets) {
@@ -136,7 +155,7 @@ std::vector<std::uint8_t> Decoder::hex(const Field& f, std::size_t min_octets, s
 
 std::array<std::uint8_t, 16> Decoder::key128(const Field& f) const {
   if (f.node.IsScalar() && f.node.Scalar().rfind("sha256:", 0) == 0) {
-    fail(f, "'" + f.node.Scalar() + "' is a key's fingerprint (dumps and telemetry show keys so); give the key "
+    fail(f, "'" + shown(f.node.Scalar()) + "' is a key's fingerprint (dumps and telemetry show keys so); give the key "
                 "itself, 32 hex digits");
   }
   const auto octets = hex(f, 16, 16);
@@ -149,7 +168,7 @@ template <std::size_t N>
 std::array<std::uint8_t, N> Decoder::address(const Field& f, int family, const char* expected) const {
   const std::string s = text(f);
   std::array<std::uint8_t, N> a{};
-  if (::inet_pton(family, s.c_str(), a.data()) != 1) fail(f, std::string("expected ") + expected + ", got '" + s + "'");
+  if (::inet_pton(family, s.c_str(), a.data()) != 1) fail(f, std::string("expected ") + expected + ", got '" + shown(s) + "'");
   return a;
 }
 
@@ -157,7 +176,7 @@ std::array<std::uint8_t, 4> Decoder::ipv4(const Field& f) const {
   const auto a = address<4>(f, AF_INET, "an IPv4 address (dotted quad, e.g. 10.0.0.1)");
   if (a == std::array<std::uint8_t, 4>{} || a == std::array<std::uint8_t, 4>{255, 255, 255, 255} ||
       (a[0] & 0xf0) == 0xe0) {
-    fail(f, "expected a unicast IPv4 address, got '" + f.node.Scalar() + "' (unspecified, broadcast or multicast)");
+    fail(f, "expected a unicast IPv4 address, got '" + shown(f.node.Scalar()) + "' (unspecified, broadcast or multicast)");
   }
   return a;
 }
@@ -165,7 +184,7 @@ std::array<std::uint8_t, 4> Decoder::ipv4(const Field& f) const {
 std::array<std::uint8_t, 16> Decoder::ipv6(const Field& f) const {
   const auto a = address<16>(f, AF_INET6, "an IPv6 address (e.g. \"fd00::1\")");
   if (a == std::array<std::uint8_t, 16>{} || a[0] == 0xff) {
-    fail(f, "expected a unicast IPv6 address, got '" + f.node.Scalar() + "' (unspecified or multicast)");
+    fail(f, "expected a unicast IPv6 address, got '" + shown(f.node.Scalar()) + "' (unspecified or multicast)");
   }
   return a;
 }
@@ -181,7 +200,7 @@ std::array<std::uint8_t, 6> Decoder::mac(const Field& f) const {
     if (well_formed) std::from_chars(octet, octet + 2, a[i], 16);
   }
   if (!well_formed) {
-    fail(f, "expected a MAC address as six hex octets joined by ':' (e.g. \"02:00:00:00:00:01\"), got '" + s +
+    fail(f, "expected a MAC address as six hex octets joined by ':' (e.g. \"02:00:00:00:00:01\"), got '" + shown(s) +
                 "'");
   }
   if ((a[0] & 0x01) != 0 || a == std::array<std::uint8_t, 6>{}) {
@@ -218,7 +237,8 @@ MapReader::MapReader(const Decoder& decoder, Field self, std::initializer_list<s
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       std::string expected;
       for (std::string_view a : allowed) expected += (expected.empty() ? "" : ", ") + std::string(a);
-      decoder_.fail(key_node.Mark(), key, "unknown key (allowed here: " + expected + ")");
+      // The name is the file's, whatever was typed there: shown, not echoed.
+      decoder_.fail(key_node.Mark(), join_key(self_.key, shown(name)), "unknown key (allowed here: " + expected + ")");
     }
     for (const Entry& seen : entries_) {
       if (seen.name == name) {

@@ -34,7 +34,15 @@ struct Field {
 std::string join_key(const std::string& parent, std::string_view name);
 std::string index_key(const std::string& parent, std::size_t i);
 bool has_position(const YAML::Mark& mark);
-// What a node is, for messages: "a list", "'abc'", "the quoted string '1'".
+// A value from the file as a message shows it: at most kShownOctets of it
+// (then "..." and how long it was), each control byte, DEL and byte >= 0x80 as
+// \xNN. Refusals go to the log and the terminal: a value pasted in the wrong
+// place (a PEM file, a key) comes back cut short, and none can carry terminal
+// control sequences.
+constexpr std::size_t kShownOctets = 64;
+std::string shown(std::string_view value);
+// What a node is, for messages: "a list", "'abc'", "the quoted string '1'"
+// (the scalar as shown()).
 std::string describe(const YAML::Node& node);
 
 // Addresses as the profile spells them (and as Decoder reads them back).
@@ -72,13 +80,13 @@ class Decoder {
     std::int64_t value = 0;
     const auto [end, ec] = std::from_chars(first, last, value);
     if (ec == std::errc::result_out_of_range) {
-      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + s);
+      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + shown(s));
     }
     if (ec != std::errc() || end != last || first == last) {
       fail(f, "expected an integer, got " + describe(f.node));
     }
     if (value < min || value > max) {
-      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + s);
+      fail(f, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + shown(s));
     }
     return static_cast<T>(value);
   }

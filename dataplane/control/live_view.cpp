@@ -3,44 +3,92 @@
 namespace qs {
 
 void LiveView::publish(const StatsSnapshot& stats) {
-  std::lock_guard lock(mutex_);
-  stats_ = stats;
+  auto copy = std::make_shared<const StatsSnapshot>(stats);  // copied before the lock is taken
+  {
+    std::lock_guard lock(mutex_);
+    stats_ = std::move(copy);
+  }
+  render_metrics();
 }
 
 void LiveView::publish(const SteeringState& steering) {
+  auto copy = std::make_shared<const SteeringState>(steering);  // the resolved profile too: not under the lock
   std::lock_guard lock(mutex_);
-  const std::uint64_t applied = steering_.reloads_applied, refused = steering_.reloads_refused;
-  steering_ = steering;
-  steering_.reloads_applied = applied;
-  steering_.reloads_refused = refused;
+  steering_ = std::move(copy);
 }
 
 void LiveView::count_reload(bool applied) {
-  std::lock_guard lock(mutex_);
-  ++(applied ? steering_.reloads_applied : steering_.reloads_refused);
+  {
+    std::lock_guard lock(mutex_);
+    ++(applied ? reloads_applied_ : reloads_refused_);
+  }
+  render_metrics();
 }
 
 void LiveView::publish(const Health& health) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(health_mutex_);
   health_ = health;
 }
 
 Health LiveView::health() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(health_mutex_);
   return health_;
 }
 
 StatsSnapshot LiveView::stats() const {
+  std::shared_ptr<const StatsSnapshot> stats;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+  }
+  return *stats;  // copied outside the lock; what was published never changes
+}
+
+void LiveView::render_metrics_with(MetricsRenderer renderer) {
+  {
+    std::lock_guard render(render_mutex_);
+    renderer_ = std::move(renderer);
+  }
+  render_metrics();
+}
+
+std::shared_ptr<const std::string> LiveView::metrics() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  return metrics_;
+}
+
+void LiveView::render_metrics() {
+  std::lock_guard render(render_mutex_);
+  if (!renderer_) return;
+  std::shared_ptr<const StatsSnapshot> stats;
+  std::uint64_t applied = 0, refused = 0;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+    applied = reloads_applied_;
+    refused = reloads_refused_;
+  }
+  auto text = std::make_shared<const std::string>(renderer_(*stats, applied, refused));
+  std::lock_guard lock(mutex_);
+  metrics_ = std::move(text);
 }
 
 SteeringState LiveView::steering() const {
-  std::lock_guard lock(mutex_);
-  return steering_;
+  std::shared_ptr<const SteeringState> published;
+  std::uint64_t applied = 0, refused = 0;
+  {
+    std::lock_guard lock(mutex_);
+    published = steering_;
+    applied = reloads_applied_;
+    refused = reloads_refused_;
+  }
+  SteeringState s = *published;  // copied outside the lock: it may hold a profile of megabytes
+  s.reloads_applied = applied;
+  s.reloads_refused = refused;
+  return s;
 }
 
-std::string LiveView::request_reload(const std::string& path, std::chrono::milliseconds wait) {
+std::string LiveView::request_reload(const std::string& path, FileDescriptor file, std::chrono::milliseconds wait) {
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + wait;
   if (!changed_.wait_until(lock, deadline, [&] { return closed_ || !busy_; }))
@@ -49,12 +97,14 @@ std::string LiveView::request_reload(const std::string& path, std::chrono::milli
   busy_ = true;
   request_waiting_ = true;
   request_path_ = path;
+  request_file_ = std::move(file);
   const std::uint64_t id = ++requests_posted_;
   changed_.notify_all();
   if (!changed_.wait_until(lock, deadline, [&] { return closed_ || requests_answered_ == id; })) {
     if (request_waiting_) {
       // Never taken: withdrawn, so that it does not run after this answer.
       request_waiting_ = false;
+      request_file_.close();
       busy_ = false;
       changed_.notify_all();
       return "refused: the control loop did not take the request in time; nothing changed";
@@ -72,6 +122,11 @@ std::optional<std::string> LiveView::take_reload_request() {
   return request_path_;
 }
 
+FileDescriptor LiveView::take_reload_file() {
+  std::lock_guard lock(mutex_);
+  return std::move(request_file_);
+}
+
 void LiveView::answer_reload(const std::string& answer) {
   std::lock_guard lock(mutex_);
   answer_ = answer;
@@ -84,6 +139,7 @@ void LiveView::close() {
   std::lock_guard lock(mutex_);
   closed_ = true;
   request_waiting_ = false;
+  request_file_.close();
   changed_.notify_all();
 }
 

@@ -97,7 +97,7 @@ void families(Writer& w, const Field (&fields)[N], const Items& items, Labels la
 
 }  // namespace
 
-std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steering) {
+std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applied, std::uint64_t reloads_refused) {
   Writer w;
   auto queue_labels = [](const QueueSnapshot& q) {
     return label("lcore", q.lcore) + "," + label("port", q.port) + "," + label("queue", q.queue);
@@ -154,8 +154,8 @@ std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steerin
   w.family("quicsteer_steering_generation", "gauge", "The live steering configuration: 1 + applied reloads.");
   w.sample("", s.steering_generation);
   w.family("quicsteer_steering_reloads_total", "counter", "Steering reloads asked for, by result.");
-  w.sample(label("result", "applied"), steering.reloads_applied);
-  w.sample(label("result", "refused"), steering.reloads_refused);
+  w.sample(label("result", "applied"), reloads_applied);
+  w.sample(label("result", "refused"), reloads_refused);
   return w.text();
 }
 
@@ -173,6 +173,23 @@ struct EndpointCallbacks {
     return queued;
   }
 
+  // The published /metrics text, not copied: the response holds a reference
+  // to it until the last connection that sends it is done.
+  static MHD_Result answer_metrics(MHD_Connection* connection, std::shared_ptr<const std::string> text) {
+    auto* held = new std::shared_ptr<const std::string>(std::move(text));
+    MHD_Response* response = MHD_create_response_from_buffer_with_free_callback_cls(
+        (*held)->size(), const_cast<char*>((*held)->data()),
+        [](void* cls) { delete static_cast<std::shared_ptr<const std::string>*>(cls); }, held);
+    if (response == nullptr) {
+      delete held;
+      return MHD_NO;  // out of memory: the connection is closed
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    const MHD_Result queued = MHD_queue_response(connection, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+    return queued;
+  }
+
   // Called once the request line and headers are in (HEAD is answered as
   // GET, without the body, by libmicrohttpd).
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
@@ -182,13 +199,16 @@ struct EndpointCallbacks {
     const std::string m = method;
     if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD)
       return answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "only GET and HEAD\n", true);
-    if (path == "/metrics")
-      return answer(connection, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                    prometheus_text(self.view_->stats(), self.view_->steering()));
     if (path == "/healthz") {
       const Health h = self.view_->health();
       return h.healthy ? answer(connection, MHD_HTTP_OK, "text/plain", "ok\n")
                        : answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", h.reason + "\n");
+    }
+    if (path == "/metrics") {
+      std::shared_ptr<const std::string> text = self.view_->metrics();
+      if (text == nullptr)  // never once the constructor has run; kept safe all the same
+        return answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", "starting\n");
+      return answer_metrics(connection, std::move(text));
     }
     return answer(connection, MHD_HTTP_NOT_FOUND, "text/plain", "quicsteer serves /metrics and /healthz\n");
   }
@@ -243,7 +263,7 @@ unsigned client_budget(unsigned wanted) {
 
 }  // namespace
 
-PrometheusEndpoint::PrometheusEndpoint(const ListenAddress& address, std::shared_ptr<const LiveView> view)
+PrometheusEndpoint::PrometheusEndpoint(const ListenAddress& address, std::shared_ptr<LiveView> view)
     : view_(std::move(view)) {
   const std::string where = (address.ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
   int listener = -1;
@@ -297,6 +317,8 @@ PrometheusEndpoint::PrometheusEndpoint(const ListenAddress& address, std::shared
     errno = EINVAL;
     fail("start the HTTP server (libmicrohttpd) on");
   }
+  // Before the thread answers its first request: /metrics always has a text.
+  view_->render_metrics_with(&prometheus_text);
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -304,6 +326,7 @@ PrometheusEndpoint::~PrometheusEndpoint() {
   stop_.store(true);
   thread_.join();
   MHD_stop_daemon(daemon_);  // closes every connection and the listening socket
+  view_->render_metrics_with(nullptr);  // nobody serves /metrics any more
 }
 
 void PrometheusEndpoint::serve() {

@@ -4,7 +4,10 @@
 // owner, reason); GET /healthz answers 200 "ok" while the control loop's last
 // health verdict is healthy, else 503 and the reason. Served by one
 // control-plane thread (started by the main lcore, on its CPUs), never by a
-// data-path lcore.
+// data-path lcore. That thread renders nothing: the text of /metrics is
+// rendered once per publish (LiveView::render_metrics_with) and shared by
+// every scrape, so no scrape, however large the fleet, holds the thread while
+// /healthz waits.
 #pragma once
 
 #include <atomic>
@@ -22,8 +25,8 @@ struct MHD_Connection;
 
 namespace qs {
 
-// The exposition text for one snapshot and steering state.
-std::string prometheus_text(const StatsSnapshot& s, const SteeringState& steering);
+// The exposition text for one snapshot and the steering reloads counted.
+std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applied, std::uint64_t reloads_refused);
 
 // Serves GET (and HEAD) /metrics and /healthz over HTTP/1.1 with
 // libmicrohttpd, many clients at once: one thread polls every connection
@@ -37,9 +40,10 @@ class PrometheusEndpoint {
   static constexpr std::chrono::seconds kRequestDeadline{10};  // from connect (or the previous answer) to the answer sent
   static constexpr std::size_t kMemoryPerClient = 16 * 1024;  // request line and headers; more is answered 431
 
-  // Listens on `address` and serves from its own thread until destroyed.
+  // Listens on `address` and serves from its own thread until destroyed;
+  // has `view` render /metrics with prometheus_text from now on.
   // Throws std::runtime_error naming the address when it cannot listen.
-  PrometheusEndpoint(const ListenAddress& address, std::shared_ptr<const LiveView> view);
+  PrometheusEndpoint(const ListenAddress& address, std::shared_ptr<LiveView> view);
   ~PrometheusEndpoint();  // within one poll period (kPollMs), whatever the clients do
   PrometheusEndpoint(const PrometheusEndpoint&) = delete;
   PrometheusEndpoint& operator=(const PrometheusEndpoint&) = delete;
@@ -56,7 +60,7 @@ class PrometheusEndpoint {
   void serve();
   friend struct EndpointCallbacks;
 
-  std::shared_ptr<const LiveView> view_;
+  std::shared_ptr<LiveView> view_;
   MHD_Daemon* daemon_ = nullptr;
   std::uint16_t port_ = 0;
   unsigned max_clients_ = 0;

@@ -234,6 +234,7 @@ int cmd_profile(const char*, const char*, rte_tel_data* d) {
 int cmd_reload(const char*, const char* params, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   std::string path;  // empty: the profile quicsteer started with
+  FileDescriptor file;
   if (params != nullptr && *params != '\0') {
     ReloadPath confined = confine_reload_path(params, v->steering().profile_path);
     if (!confined.refusal.empty()) {
@@ -249,8 +250,9 @@ int cmd_reload(const char*, const char* params, rte_tel_data* d) {
       return 0;
     }
     path = std::move(confined.path);
+    file = std::move(confined.file);
   }
-  answer_text(d, without_file_content(v->request_reload(path, kReloadWait)));
+  answer_text(d, without_file_content(v->request_reload(path, std::move(file), kReloadWait)));
   return 0;
 }
 

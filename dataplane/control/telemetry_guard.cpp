@@ -1,5 +1,10 @@
 #include "dataplane/control/telemetry_guard.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -46,6 +51,12 @@ std::size_t after_location(std::string_view text) {
     return i + 2;
   }
   return std::string_view::npos;
+}
+
+ReloadPath refused(std::string why) {
+  ReloadPath r;
+  r.refusal = std::move(why);
+  return r;
 }
 
 bool is_under(const std::filesystem::path& path, const std::filesystem::path& dir) {
@@ -138,8 +149,8 @@ std::string without_file_content(std::string_view answer) {
 // taken from that directory, so a client needs no knowledge of quicsteer's
 // working directory. A path that does not resolve is refused as outside
 // unless its own spelling stays inside, so that the refusal never tells
-// whether a file elsewhere exists; one that stays inside goes on to the
-// loader as spelled, which refuses it as any missing profile. A refusal here
+// whether a file elsewhere exists; one that stays inside is refused as the
+// loader refuses any missing profile. A refusal here
 // never reaches the control loop: the telemetry command answers it, logs it
 // and counts it in reloads_refused (LiveView::count_reload).
 ReloadPath confine_reload_path(const std::string& requested, const std::string& profile_path) {
@@ -149,7 +160,7 @@ ReloadPath confine_reload_path(const std::string& requested, const std::string& 
   int error = 0;
   const std::string dir = resolved(dir_given, error);
   if (dir.empty()) {
-    return {{}, "the running profile's directory cannot be resolved (" + std::string(std::strerror(error)) + ")"};
+    return refused("the running profile's directory cannot be resolved (" + std::string(std::strerror(error)) + ")");
   }
   const fs::path asked = fs::path(requested).is_absolute() ? fs::path(requested) : fs::path(dir) / requested;
   const std::string outside = requested + ": not under " + dir +
@@ -157,13 +168,76 @@ ReloadPath confine_reload_path(const std::string& requested, const std::string& 
   const std::string real = resolved(asked, error);
   if (real.empty()) {
     const fs::path spelled = asked.lexically_normal();
-    if (!is_under(spelled, dir_given.lexically_normal()) && !is_under(spelled, dir)) return {{}, outside};
-    // Inside as spelled: the control loop's loader refuses it (cannot open)
-    // and counts the refusal like any other.
-    return {spelled.string(), {}};
+    if (!is_under(spelled, dir_given.lexically_normal()) && !is_under(spelled, dir)) return refused(outside);
+    // Inside as spelled: refused as the loader refuses a missing profile.
+    return refused(spelled.string() + ": cannot open: " + std::strerror(error));
   }
-  if (!is_under(real, dir)) return {{}, outside};
-  return {real, {}};
+  if (!is_under(real, dir)) return refused(outside);
+  // `real` has no symlink and no '..' in it: opened beneath the directory, a
+  // symlink that took the file's (or a directory's) place since realpath
+  // cannot lead out, and what the reload reads is what is open now.
+  FileDescriptor file = open_beneath(dir, real.substr(dir == "/" ? 1 : dir.size() + 1), error);
+  if (!file) {
+    if (error == EXDEV || error == ELOOP || error == ENOTDIR) return refused(outside);
+    return refused(real + ": cannot open: " + std::strerror(error));
+  }
+  return {real, {}, std::move(file)};
+}
+
+FileDescriptor open_beneath(const std::string& dir, const std::string& relative, int& error) {
+  // O_NONBLOCK: a FIFO put there does not wait for a writer (the loader then
+  // refuses it as not a regular file); O_NOCTTY: a terminal does not become
+  // quicsteer's.
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  const FileDescriptor base(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!base) {
+    error = errno;
+    return {};
+  }
+  open_how how{};
+  how.flags = kFlags;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  long fd = -1;
+  // EAGAIN: a rename raced the walk, and the kernel could not tell that a
+  // '..' stayed beneath; trying again is what openat2(2) advises.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fd = ::syscall(SYS_openat2, base.get(), relative.c_str(), &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN) break;
+  }
+  if (fd >= 0) {
+    error = 0;
+    return FileDescriptor(int(fd));
+  }
+  if (errno != ENOSYS) {
+    error = errno;
+    return {};
+  }
+  // No openat2 (Linux before 5.6): one component at a time, following no
+  // symlink at all.
+  FileDescriptor at;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t slash = relative.find('/', from);
+    const std::string name = relative.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
+    if (name.empty() || name == "." || name == "..") {
+      error = EXDEV;
+      return {};
+    }
+    const int parent = at ? at.get() : base.get();
+    const bool last = slash == std::string::npos;
+    FileDescriptor next(::openat(parent, name.c_str(), last ? kFlags | O_NOFOLLOW
+                                                            : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) {
+      error = errno;
+      return {};
+    }
+    if (last) {
+      error = 0;
+      return next;
+    }
+    at = std::move(next);
+    from = slash + 1;
+  }
 }
 
 }  // namespace qs

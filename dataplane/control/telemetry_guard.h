@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "dataplane/config/file_descriptor.h"
+
 namespace qs {
 
 enum class Newlines { kEscape, kKeep };
@@ -46,16 +48,26 @@ std::string telemetry_name(std::string_view text);
 std::string without_file_content(std::string_view answer);
 
 // A path given to /quicsteer/reload, checked against the running profile's
-// path. Relative paths are read from the profile's directory; the path must
-// resolve (realpath: '..' and symlinks followed) to a file under that
-// directory, resolved the same way. `path` is the resolved path to reload
-// when it does (a path that does not resolve but is spelled inside is passed
-// on as spelled, for the loader to refuse); otherwise `refusal` says why,
-// naming only what was asked.
+// path, and the file opened. Relative paths are read from the profile's
+// directory; the path must resolve (realpath: '..' and symlinks followed) to
+// a file under that directory, resolved the same way, and that file is then
+// opened beneath the directory (open_beneath), so that a symlink put in its
+// place after the check leads nowhere outside. `path` is the resolved path
+// and `file` the open file, which the reload reads (never the path again);
+// otherwise `refusal` says why, naming only what was asked (or, for a file
+// inside that cannot be opened, its path and the error).
 struct ReloadPath {
   std::string path;
   std::string refusal;
+  FileDescriptor file;
 };
 ReloadPath confine_reload_path(const std::string& requested, const std::string& profile_path);
+
+// Opens `relative` for reading beneath the directory `dir`, never leaving it:
+// openat2(2) with RESOLVE_BENEATH ('..' above it and absolute symlinks are
+// refused with EXDEV, a symlink leading out too); before Linux 5.6, one
+// component at a time with O_NOFOLLOW (every symlink refused, ELOOP or
+// ENOTDIR). Empty, with `error` set, when it cannot.
+FileDescriptor open_beneath(const std::string& dir, const std::string& relative, int& error);
 
 }  // namespace qs

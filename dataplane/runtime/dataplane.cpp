@@ -10,7 +10,6 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
-#include <rte_random.h>
 #include <rte_rcu_qsbr.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include <thread>
 
 #include "dataplane/control/counter_fields.h"
+#include "dataplane/runtime/kernel_random.h"
 #include "dataplane/runtime/mbuf_pools.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/fastpath/steer_meta.h"
@@ -206,17 +206,17 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
 void Dataplane::build_lcores() {
   const auto& owners = profile_.steering.owner_lcores;
   classifier_ = std::make_unique<MbufClassifier>(profile_.steering);
-  const std::uint64_t cid_seed = rte_rand();
+  // The connection shards' hash seed and the forwarding tables' key come
+  // from the kernel (kernel_random.h: rte_rand() can be predicted).
+  std::uint64_t cid_seed = 0;
+  kernel_random({reinterpret_cast<std::uint8_t*>(&cid_seed), sizeof cid_seed}, "the connection tables' hash seed");
   if (profile_.steering.forwarding.enabled && profile_.steering.mode == SteeringMode::kCid) {
     // The tables' hash key is drawn at each start, not taken from the
     // profile: nobody, not even one who knows the fallback key (all zeros
     // by default), can aim DCIDs at one bucket, and a reload that rekeys the
     // fallback leaves what the tables learned in place.
     std::array<std::uint8_t, 16> table_key;
-    for (std::size_t i = 0; i < table_key.size(); i += 8) {
-      const std::uint64_t r = rte_rand();
-      std::memcpy(table_key.data() + i, &r, 8);
-    }
+    kernel_random(table_key, "the forwarding tables' hash key");
     forwarding_ = make_forwarding_tables(profile_.steering.forwarding, table_key);
     classifier_->use_tables(forwarding_.get());
   }

@@ -142,7 +142,7 @@ void start_reload(qs::SteeringReloader& reloader, const std::string& path, const
   qs::SteeringState state = live.steering();
   state.reload_running = true;
   live.publish(state);
-  reloader.start(path, asked_by, telemetry);
+  reloader.start(path, asked_by, telemetry, telemetry ? live.take_reload_file() : qs::FileDescriptor{});
   // The log gets what telemetry gets: escaped, so that a path cannot carry
   // terminal control sequences into an operator's terminal or journal.
   std::printf("quicsteer: reload (%s) reading %s\n", asked_by, qs::telemetry_text(path, std::string::npos).c_str());

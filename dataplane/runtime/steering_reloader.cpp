@@ -8,7 +8,7 @@ namespace qs {
 
 SteeringReloader::~SteeringReloader() { abandon(); }
 
-void SteeringReloader::start(std::string path, std::string asked_by, bool telemetry) {
+void SteeringReloader::start(std::string path, std::string asked_by, bool telemetry, FileDescriptor file) {
   if (busy_) throw std::logic_error("SteeringReloader::start while a reload is being prepared");
   result_ = std::make_unique<Prepared>();
   result_->path = std::move(path);
@@ -16,9 +16,9 @@ void SteeringReloader::start(std::string path, std::string asked_by, bool teleme
   result_->telemetry = telemetry;
   done_.store(false, std::memory_order_relaxed);
   busy_ = true;
-  thread_ = std::thread([this, r = result_.get()] {
+  thread_ = std::thread([this, r = result_.get(), file = std::move(file)]() mutable {
     try {
-      const Profile next = load_profile(r->path);
+      const Profile next = file ? load_profile(std::move(file), r->path) : load_profile(r->path);
       r->steering = dp_.prepare_steering(next);
       if (!r->steering.refused()) r->resolved_profile = dump_profile(r->steering.profile());
     } catch (const ProfileError& e) {

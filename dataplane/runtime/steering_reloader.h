@@ -34,10 +34,11 @@ class SteeringReloader {
   SteeringReloader(const SteeringReloader&) = delete;
   SteeringReloader& operator=(const SteeringReloader&) = delete;
 
-  // Starts reading `path` and preparing the reload from it. Only while
-  // !busy(): the data path's steering must not change until the reload
-  // started here was taken (take()) and applied or dropped.
-  void start(std::string path, std::string asked_by, bool telemetry);
+  // Starts reading `path` (from `file` when it is open: a telemetry request's
+  // file, opened where its path was confined) and preparing the reload from
+  // it. Only while !busy(): the data path's steering must not change until
+  // the reload started here was taken (take()) and applied or dropped.
+  void start(std::string path, std::string asked_by, bool telemetry, FileDescriptor file = {});
   // Started and not yet taken.
   bool busy() const { return busy_; }
   // The prepared reload once the thread is done (then not busy() any more),

@@ -155,7 +155,7 @@ void expect_samples(const Field (&fields)[N], const Snapshot& item, const std::s
 
 TEST(CounterFields, EveryCounterIsInThePrometheusText) {
   const Filled f = one_of_each();
-  const std::string out = prometheus_text(f.s, SteeringState{});
+  const std::string out = prometheus_text(f.s, 0, 0);
   expect_samples(kReceiveFields, f.s.queues[0].rx, "lcore=\"0\",port=\"wire\",queue=\"0\"", out);
   expect_samples(kQueueFields, f.s.queues[0], "lcore=\"0\",port=\"wire\",queue=\"0\"", out);
   expect_samples(kOwnerFields, f.s.lcores[0].owner, "lcore=\"1\",owner=\"0\"", out);

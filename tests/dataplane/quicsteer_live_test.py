@@ -42,7 +42,11 @@ SERVERS1 = '{server_id: "010001", owner: 2}, {server_id: "010002", owner: 1}'
 
 def profile_text(pcap, json_path, quic_lb, servers, rings=512, fallback_key="000102030405060708090a0b0c0d0e0f",
                  rekey=False):
-    return pcap_profile(eal(PREFIX), pcap, json_path, 100, 'telemetry: {prometheus_listen: "127.0.0.1:0"}\n',
+    # A park timeout longer than the whole run: the checks below count every
+    # drop, and an lcore descheduled for longer than the default 10 ms on a
+    # loaded machine would otherwise time a parked queue out (park_timeout).
+    return pcap_profile(eal(PREFIX), pcap, json_path, 100,
+                        'telemetry: {prometheus_listen: "127.0.0.1:0"}\nbackpressure: {park_timeout_us: 10000000}\n',
                         forever=False, steering=f"""rings: {{size: {rings}}}
 steering:
   short_dcid_len: 17

@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -105,7 +108,8 @@ TEST(ReloadAnswer, APemKeyIsNotQuotedBack) {
   const std::string pem =
       "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCSECRETSECRET\n-----END PRIVATE KEY-----\n";
   const std::string full = refusal_of(pem, "/etc/quicsteer/key.pem");
-  ASSERT_NE(full.find("SECRETSECRET"), std::string::npos) << "the loader quotes it: " << full;
+  // The loader quotes the start of it (at most 64 octets, for the log).
+  ASSERT_NE(full.find("got '-----BEGIN PRIVATE KEY----- MIIEvQ"), std::string::npos) << "the loader quotes it: " << full;
   const std::string shown = without_file_content(full);
   EXPECT_EQ(shown.find("SECRET"), std::string::npos) << shown;
   EXPECT_EQ(shown.find("PRIVATE"), std::string::npos) << shown;
@@ -209,10 +213,57 @@ TEST_F(ReloadPathTest, EverythingElseIsRefusedNamingOnlyWhatWasAsked) {
   }
 }
 
-TEST_F(ReloadPathTest, AMissingFileInsideGoesOnToTheLoaderAsSpelled) {
+TEST_F(ReloadPathTest, AMissingFileInsideIsRefusedAsTheLoaderRefusesIt) {
   const ReloadPath r = confine_reload_path("sub/../absent.yaml", live_);
-  EXPECT_EQ(r.path, real(dir_) + "/absent.yaml");
-  EXPECT_TRUE(r.refusal.empty());
+  EXPECT_TRUE(r.path.empty());
+  EXPECT_FALSE(r.file);
+  EXPECT_EQ(r.refusal, real(dir_) + "/absent.yaml: cannot open: No such file or directory");
+}
+
+// What a reload reads of a ReloadPath, as SteeringReloader reads it: the file
+// confine_reload_path opened, else the path by name.
+std::string reload_reads(ReloadPath& r) {
+  const int fd = r.file ? ::dup(r.file.get()) : ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string text;
+  char buffer[256];
+  for (ssize_t n; fd >= 0 && (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(n));
+  if (fd >= 0) ::close(fd);
+  return text;
+}
+
+// The race of issue 38 item 7: the path is checked, then a symlink leading
+// out takes the file's place before the reload reads it. The reload reads
+// the file that was checked, never the one outside.
+TEST_F(ReloadPathTest, ASymlinkSwappedInAfterTheCheckLeadsNowhere) {
+  std::ofstream(dir_ / "blue.yaml") << "inside\n";
+  std::ofstream(root_ / "outside.yaml") << "outside\n";
+  ReloadPath r = confine_reload_path("blue.yaml", live_);
+  ASSERT_TRUE(r.refusal.empty()) << r.refusal;
+  std::filesystem::remove(dir_ / "blue.yaml");
+  std::filesystem::create_symlink(root_ / "outside.yaml", dir_ / "blue.yaml");
+  EXPECT_EQ(reload_reads(r), "inside\n");
+}
+
+// open_beneath itself, on names realpath would resolve but a symlink put in
+// between makes lead out: every one refused, files beneath opened.
+TEST_F(ReloadPathTest, OpenBeneathNeverLeavesTheDirectory) {
+  std::filesystem::create_symlink("../outside.yaml", dir_ / "relative-out.yaml");
+  std::filesystem::create_symlink("..", dir_ / "up");
+  std::filesystem::create_symlink(root_, dir_ / "root");
+  std::filesystem::create_symlink("sub/green.yaml", dir_ / "relative-in.yaml");
+  const std::string dir = real(dir_);
+  for (const std::string name : {"leaves.yaml", "relative-out.yaml", "up/outside.yaml", "root/outside.yaml",
+                                 "../outside.yaml", "sub/../../outside.yaml"}) {
+    int error = 0;
+    const FileDescriptor f = open_beneath(dir, name, error);
+    EXPECT_FALSE(f) << name;
+    EXPECT_TRUE(error == EXDEV || error == ELOOP || error == ENOTDIR) << name << ": " << std::strerror(error);
+  }
+  for (const std::string name : {"blue.yaml", "sub/green.yaml", "relative-in.yaml"}) {
+    int error = 0;
+    const FileDescriptor f = open_beneath(dir, name, error);
+    EXPECT_TRUE(f) << name << ": " << std::strerror(error);
+  }
 }
 
 TEST_F(ReloadPathTest, ARelativeProfilePathIsTakenFromTheWorkingDirectory) {

@@ -29,6 +29,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A minimal valid profile, one line per section so cases can append lines
@@ -273,6 +274,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"server_id_odd_digits", with_servers("    - {server_id: \"001\", owner: 1}\n"),
                    "t.yaml:7:19: steering.servers[0].server_id", "got 3 hex digits"}),
     case_name);
+
+// A refusal goes to the log and the terminal (issue 38 item 7): a key with a
+// typo in it is not echoed, not even the digits before the typo; any other
+// value comes back cut short and with its control bytes escaped.
+TEST(RefusalShows, NoKeyWithATypo) {
+  const std::string key = "5f0c9a7e21d34b8e96a1c07d3e45f2";  // 30 of 32 digits, then a typo
+  for (const std::string& yaml : {with_quic_lb("0", "2", "6", "      key: " + key + "g1\n"),
+                                  kBase + "steering:\n  fallback:\n    key: \"" + key + "\\x01\"\n"}) {
+    const std::string message = error_of(yaml);
+    EXPECT_THAT(message, HasSubstr("is not a hex digit")) << message;
+    EXPECT_THAT(message, Not(HasSubstr(key.substr(0, 8)))) << message;
+  }
+  EXPECT_THAT(error_of(kBase + "steering:\n  fallback:\n    key: \"" + key + "\\x01\"\n"),
+              HasSubstr("('\\x01' at position 31 is not a hex digit)"));
+}
+
+TEST(RefusalShows, AtMostABoundedValueWithControlBytesEscaped) {
+  const std::string pasted(100000, 'k');
+  std::string message = error_of(kPorts + kLcores + "action: {type: \"" + pasted + "\"}\n");
+  EXPECT_THAT(message, HasSubstr("got the quoted string '" + std::string(64, 'k') + "... (100000 octets)'"));
+  EXPECT_LT(message.size(), 400u) << message.substr(0, 400);
+  message = error_of(kPorts + kLcores + "action: {type: \"a\\e[2Jb\\x7f\\u00e9\"}\n");
+  EXPECT_THAT(message, HasSubstr("got the quoted string 'a\\x1b[2Jb\\x7f\\xc3\\xa9'")) << message;
+  // An unknown key is a name from the file, too (YAML keys stop at 1024 octets).
+  message = error_of(kBase + "\"" + pasted.substr(0, 900) + "\\e\": 1\n");
+  EXPECT_THAT(message, HasSubstr(std::string(64, 'k') + "... (901 octets): unknown key")) << message.substr(0, 400);
+  EXPECT_LT(message.size(), 400u);
+}
 
 // --- cross-checks ----------------------------------------------------------------
 
