@@ -68,10 +68,13 @@ EncapTemplate build_encap(const DeliveryConfig& d, const BackendConfig& b, const
   if (!e.outer_ipv6) {
     if (!d.source_ipv4) refuse(b, "reached over IPv4, but the delivery has no source_ipv4");
     ip[0] = 0x45;
-    // Total length, identification 0 (RFC 6864: with DF the ID has no use;
-    // ipip without DF copies a sender's choice to allow fragmentation, which
-    // QUIC never makes), flags: per packet.
-    if (vxlan) put16(ip + 6, 0x4000);  // DF
+    // Total length: per packet. Identification 0 and DF, always: RFC 6864
+    // lets an atomic datagram (DF set, not a fragment) keep a constant ID,
+    // and only such a one may (a fragmentable one needs an ID unique per
+    // source, destination and protocol). An inner IPv4 packet that allows
+    // fragmentation (QUIC never does) then meets a smaller link as a drop
+    // and an ICMP error to this appliance, not as fragments.
+    put16(ip + 6, 0x4000);
     ip[8] = d.ttl;
     ip[9] = proto;
     std::memcpy(ip + 12, d.source_ipv4->data(), 4);

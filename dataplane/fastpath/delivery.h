@@ -8,9 +8,9 @@
 // whole prefix that goes in front of the inner IP packet (Ethernet, outer IP,
 // for vxlan UDP, VXLAN and the inner Ethernet header), once per inner family,
 // with the outer IPv4 header's checksum summed over everything but its total
-// length and DF. Per packet deliver() copies that prefix and writes only what
-// changes: lengths, DF, checksums, the VXLAN source port and the IPv6 flow
-// label (both from the flow hash).
+// length. Per packet deliver() copies that prefix and writes only what
+// changes: lengths, checksums, the VXLAN source port and the IPv6 flow label
+// (both from the flow hash).
 //
 // What each mode sends:
 //   as-is  the frame unchanged.
@@ -20,8 +20,8 @@
 //          41) or IPv6 (next header 4 or 41) from the configured source to the
 //          backend / the inner IP packet. The frame's Ethernet header and
 //          VLAN tags are replaced (Katran's layout; Linux ipip/ip6tnl/sit
-//          devices decapsulate it). The outer IPv4 DF is the inner IPv4's
-//          (set for an IPv6 inner packet, which routers never fragment).
+//          devices decapsulate it). The outer IPv4 has DF set and ID 0
+//          (RFC 6864: an atomic datagram), whatever the inner packet's DF.
 //   vxlan  Ethernet / outer IPv4 (DF set) or IPv6 / UDP (destination
 //          vxlan_port, source 49152..65535 from the flow hash: RFC 7348
 //          section 5) / VXLAN (I flag, VNI) / inner Ethernet (destination the
@@ -254,13 +254,9 @@ inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate&
   std::uint8_t* oip = out + kEthernetLen;
   std::uint8_t* udp;
   if constexpr (!kOuterIpv6) {
-    // ipip copies the inner IPv4 DF (an IPv6 inner packet is never
-    // fragmented on the way: DF); vxlan always sets it (prefix).
-    std::uint32_t df = 0;
-    if constexpr (kMode == DeliveryMode::kIpip) df = kInnerIpv6 || (ip[6] & 0x40) ? 0x4000 : 0;
+    // DF and ID 0 are the prefix's (an atomic datagram, RFC 6864).
     put16(oip + 2, outer_len);
-    if constexpr (kMode == DeliveryMode::kIpip) oip[6] = std::uint8_t(df >> 8);  // the prefix's flags are 0
-    put16(oip + 10, std::uint16_t(~fold32(e.partial_sum + outer_len + df)));
+    put16(oip + 10, std::uint16_t(~fold32(e.partial_sum + outer_len)));
     udp = oip + kIpv4HeaderLen;
   } else {
     // RFC 6438: the flow label carries the tunnel's entropy for ECMP.

@@ -3,7 +3,7 @@
 //    1 l2, IPv4 on VLAN 100          2 l2, IPv6
 //    3 ipip 4 in 4                    4 ipip 6 in 6
 //    5 ipip 4 in 6 (IPv6-only backend) 6 ipip 6 in 4 (IPv4-only backend)
-//    7 ipip 4 in 4, inner DF clear
+//    7 ipip 4 in 4, inner DF clear (the outer has DF all the same)
 //    8 vxlan 4 in 4                   9 vxlan 6 in 6
 //   10 vxlan 6 in 4 (IPv4-only)      11 vxlan 4 in 6 (IPv6-only), from QinQ 100/200
 //   12 ICMP frag. needed, VLAN 100   13 ICMPv6 packet too big

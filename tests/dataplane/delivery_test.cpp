@@ -1,6 +1,6 @@
 // Delivery (dataplane/fastpath/delivery.h) on byte buffers, no EAL: the bytes of each
 // mode for both inner families and both outer families, VLAN-tagged input,
-// the headroom and MTU limits, the VXLAN entropy port, the ipip DF copy, the
+// the headroom and MTU limits, the VXLAN entropy port, the outer DF, the
 // template builder's refusals, and the ICMP "too big" replies. Checksums are
 // verified with tests/traffic/checksum.h, independently of delivery.h's own.
 #include "dataplane/fastpath/delivery.h"
@@ -119,15 +119,19 @@ TEST(Delivery, IpipMixedFamiliesUseTheBackendsAddress) {
   }
 }
 
-TEST(Delivery, IpipCopiesTheInnerDf) {
+// The outer IPv4 header's ID is always 0, so it must never be fragmentable
+// (RFC 6864): DF set whatever the inner packet's (issue 38: an inner packet
+// without DF went out as a fragmentable outer one with ID 0).
+TEST(Delivery, IpipSetsDfWhateverTheInner) {
   auto frame = client_frame(false, 300);
   for (const bool df : {true, false}) {
     frame[14 + 6] = df ? 0x40 : 0x00;
     Buffer b(frame, kHeadroom);
     const auto r = b.deliver(make(DeliveryMode::kIpip), false, 14, kHash);
     ASSERT_EQ(r.status, DeliveryStatus::kOk);
-    EXPECT_EQ(r.frame[14 + 6], df ? 0x40 : 0x00) << "df " << df;
+    EXPECT_EQ(hex_range(r.frame, 14 + 4, 14 + 8), "00004000") << "ID 0, DF, inner df " << df;
     EXPECT_TRUE(ipv4_header_ok(r.frame + 14)) << "df " << df;
+    EXPECT_EQ(r.frame[14 + 20 + 6], df ? 0x40 : 0x00) << "the inner header as it was";
   }
 }
 
