@@ -135,9 +135,10 @@ struct LcoreContext {
   // This owner's counters per backend slot (kMaxBackends of them).
   std::unique_ptr<BackendCounters[]> backend_counter_rows;
   std::span<BackendCounters> backend_counters;
-  // ICMP too-big replies: receivers record each packet's RX port for them,
-  // and an owner sends at most the plan's rate per second.
-  bool icmp_replies = false;
+  // ICMP too-big replies: receivers record each packet's RX port for them
+  // (a reload turns them on or off), and an owner sends at most the plan's
+  // rates (IcmpLimiter).
+  std::atomic<bool> icmp_replies{false};
   IcmpLimiter icmp_limiter;
   std::uint64_t tsc_hz = 1;
   OwnerStats owner_stats;

@@ -538,7 +538,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   // reflect sends a packet back out of m->port, which not every PMD sets
   // (net_ring leaves it invalid: an index past the TX stages).
   // So does an ICMP reply to a frame too big to encapsulate.
-  if (c.action == OwnerAction::kReflect || c.icmp_replies)
+  if (c.action == OwnerAction::kReflect || c.icmp_replies.load(std::memory_order_relaxed))
     for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
   q.stats.rx.add(n);
 

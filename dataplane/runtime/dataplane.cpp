@@ -360,17 +360,15 @@ void Dataplane::build_lcores() {
   delivery_ = make_delivery_plan(profile_);
   if (!delivery_) return;
   live_delivery_.store(delivery_.get(), std::memory_order_release);
-  const bool encapsulates =
-      profile_.action.delivery.mode == DeliveryMode::kIpip || profile_.action.delivery.mode == DeliveryMode::kVxlan;
-  const bool icmp = encapsulates && profile_.action.delivery.icmp_too_big_per_s != 0;
+  // Each owner's queue on every receiving port, whether the profile sends
+  // ICMP replies now or not: a reload may turn them on.
   for (auto& c : lcores_) {
-    c->icmp_replies = icmp;
+    c->icmp_replies.store(sends_icmp_replies(profile_), std::memory_order_relaxed);
     c->tsc_hz = rte_get_tsc_hz();
     if (c->owner_index < 0) continue;
     c->delivery = &live_delivery_;
     c->backend_counter_rows = std::make_unique<BackendCounters[]>(kMaxBackends);
     c->backend_counters = std::span<BackendCounters>(c->backend_counter_rows.get(), kMaxBackends);
-    if (!icmp) continue;
     for (std::size_t i = 0; i < profile_.ports.size(); ++i) {
       const PortConfig& port = profile_.ports[i];
       if (port.rx_queues == 0 || int(i) == profile_.action.tx_port) continue;
@@ -383,6 +381,11 @@ void Dataplane::build_lcores() {
       c->tx.push_back(std::move(t));
     }
   }
+}
+
+bool Dataplane::sends_icmp_replies(const Profile& profile) {
+  const DeliveryMode mode = profile.action.delivery.mode;
+  return (mode == DeliveryMode::kIpip || mode == DeliveryMode::kVxlan) && profile.action.delivery.icmp_too_big_per_s != 0;
 }
 
 std::unique_ptr<DeliveryPlan> Dataplane::make_delivery_plan(const Profile& profile) const {

@@ -168,6 +168,9 @@ class Dataplane {
   std::unique_ptr<DeliveryPlan> delivery_;
   std::atomic<const DeliveryPlan*> live_delivery_{nullptr};
   std::unique_ptr<DeliveryPlan> make_delivery_plan(const Profile& profile) const;
+  // Whether the profile's delivery answers frames too big for it (ICMP):
+  // receivers then record each packet's RX port.
+  static bool sends_icmp_replies(const Profile& profile);
   BackendSlots backend_slots_;
   // Whether the forwarding tables hold no entry of a retiring slot's
   // generation (true without tables).

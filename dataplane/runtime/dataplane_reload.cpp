@@ -104,6 +104,8 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
   // finds the backend's template in place.
   if (prepared.delivery_) live_delivery_.store(prepared.delivery_.get(), std::memory_order_release);
   live_classifier_.store(prepared.classifier_.get(), std::memory_order_release);
+  // The delivery's ICMP set-up follows the reload like the rest of it.
+  for (auto& c : lcores_) c->icmp_replies.store(sends_icmp_replies(prepared.profile_), std::memory_order_relaxed);
   // Every lcore reports a quiescent state after this token (or is offline):
   // none holds the old classifier any more. Lcores pass one every iteration,
   // so this waits for microseconds; a stopped data path is all offline.
