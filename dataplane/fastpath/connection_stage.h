@@ -168,8 +168,27 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
   if (Connection* conn = find_connection(shard, cid->connection_key, now, false, unused)) conn->last_seen_tsc = now;
 }
 
-// `hash` is ConnectionTable::hash_cid of the packet's DCID (any value when
-// the packet is not QUIC); `frame` is m's data (rte_pktmbuf_mtod), which the
+// A flow's hash for a packet that is not QUIC (UDP to another port): its
+// addresses and ports, never 0, so that ipip's and vxlan's outer entropy
+// (the VXLAN source port, the IPv6 flow label) spreads such flows too.
+inline std::uint32_t tuple_entropy(const std::uint8_t* frame, const SteerMeta& meta, std::uint64_t seed) {
+  const std::uint8_t* ip = frame + meta.l3_offset();
+  const bool v6 = (meta.flags & kSteerMetaIpv6) != 0;
+  const std::uint8_t* addresses = ip + (v6 ? 8 : 12);
+  std::uint64_t h = seed;
+  for (unsigned at = 0; at < (v6 ? 32u : 8u); at += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, addresses + at, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  }
+  std::uint32_t ports;
+  std::memcpy(&ports, frame + meta.l4_offset, 4);
+  h = (h ^ ports) * 0xc2b2ae3d27d4eb4full;
+  return std::uint32_t(h ^ h >> 32) | 1;
+}
+
+// `hash` is ConnectionTable::hash_cid of the packet's DCID (for a packet
+// that is not QUIC, tuple_entropy); `frame` is m's data (rte_pktmbuf_mtod), which the
 // burst loop has already located.
 [[gnu::always_inline]] inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m,
                                                        const std::uint8_t* frame, const SteerMeta& meta,
@@ -263,8 +282,12 @@ template <typename Act>
     // bookkeeping below.
     for (unsigned i = 0; i < k; ++i) {
       frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
-      hash[i] = 0;
-      if (!(meta(i).flags & kSteerMetaQuic)) continue;
+      if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
+        // No connection to track, but a flow all the same: its hash is the
+        // entropy an encapsulation gives the paths to its backend.
+        hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
+        continue;
+      }
       hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
       shard.cids->prefetch(hash[i]);
     }

@@ -22,6 +22,8 @@
 //          VLAN tags are replaced (Katran's layout; Linux ipip/ip6tnl/sit
 //          devices decapsulate it). The outer IPv4 has DF set and ID 0
 //          (RFC 6864: an atomic datagram), whatever the inner packet's DF.
+//          In both modes the outer header carries the inner one's DSCP and
+//          ECN (RFC 6040, normal mode).
 //   vxlan  Ethernet / outer IPv4 (DF set) or IPv6 / UDP (destination
 //          vxlan_port, source 49152..65535 from the flow hash: RFC 7348
 //          section 5) / VXLAN (I flag, VNI) / inner Ethernet (destination the
@@ -253,14 +255,25 @@ inline DeliveryResult encapsulate(const BackendTemplate& t, const EncapTemplate&
   std::memcpy(out, e.prefix.data(), kPrefix);
   std::uint8_t* oip = out + kEthernetLen;
   std::uint8_t* udp;
+  // The inner packet's DSCP and ECN go to the outer header (RFC 6040's
+  // normal mode, and the uniform model of RFC 2983): the path to the
+  // backend keeps its class of service, and a congested hop's CE mark
+  // reaches the decapsulator, which copies it back in.
+  std::uint32_t tos;
+  if constexpr (kInnerIpv6) {
+    tos = std::uint32_t(get16(ip) >> 4) & 0xff;
+  } else {
+    tos = ip[1];
+  }
   if constexpr (!kOuterIpv6) {
     // DF and ID 0 are the prefix's (an atomic datagram, RFC 6864).
+    oip[1] = std::uint8_t(tos);
     put16(oip + 2, outer_len);
-    put16(oip + 10, std::uint16_t(~fold32(e.partial_sum + outer_len)));
+    put16(oip + 10, std::uint16_t(~fold32(e.partial_sum + outer_len + tos)));
     udp = oip + kIpv4HeaderLen;
   } else {
     // RFC 6438: the flow label carries the tunnel's entropy for ECMP.
-    oip[1] = std::uint8_t((oip[1] & 0xf0) | ((flow_hash >> 16) & 0x0f));
+    put16(oip, std::uint16_t(0x6000 | tos << 4 | ((flow_hash >> 16) & 0x0f)));
     put16(oip + 2, flow_hash & 0xffff);
     put16(oip + 4, outer_len - kIpv6HeaderLen);
     udp = oip + kIpv6HeaderLen;

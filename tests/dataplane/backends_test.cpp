@@ -272,6 +272,7 @@ TEST_F(Backends, TooBigOnceEncapsulatedIsDroppedCountedAndAnsweredWithTheUsableM
   const rte_ether_addr& port_mac = to_port.mac;
   std::uint64_t icmp4 = 0, icmp6 = 0, encapsulated = 0;
   std::set<std::uint16_t> announced;
+  std::set<unsigned> not_quic_entropy;  // the VXLAN source ports of UDP that is not QUIC
   RunOptions options;
   options.inspect_tx = [&](const rte_mbuf* m, unsigned) {
     const auto* f = rte_pktmbuf_mtod(m, const std::uint8_t*);
@@ -293,6 +294,13 @@ TEST_F(Backends, TooBigOnceEncapsulatedIsDroppedCountedAndAnsweredWithTheUsableM
       EXPECT_EQ(f[14 + ip + 2] << 8 | f[14 + ip + 3], 4789);
       EXPECT_LE(len - 14, 1350u);
       ++encapsulated;
+      // The inner frame: outer IP, UDP 8, VXLAN 8, Ethernet 14, then IP.
+      const std::uint8_t* inner = f + 14 + ip + 8 + 8 + 14;
+      const unsigned inner_ip = inner[0] >> 4 == 6 ? 40 : 20;
+      const unsigned sport = inner[inner_ip] << 8 | inner[inner_ip + 1];
+      const unsigned dport = inner[inner_ip + 2] << 8 | inner[inner_ip + 3];
+      if (inner[inner_ip == 40 ? 6 : 9] == 17 && sport != 443 && dport != 443)
+        not_quic_entropy.insert(f[14 + ip] << 8 | f[14 + ip + 1]);
     }
   };
   const ScenarioResult r = scenario.run(frames, traffic_.queue_of, options);
@@ -325,6 +333,9 @@ TEST_F(Backends, TooBigOnceEncapsulatedIsDroppedCountedAndAnsweredWithTheUsableM
   EXPECT_EQ(sent, answerable);
   EXPECT_GT(icmp4 + icmp6, 0u);
   EXPECT_EQ(encapsulated, fits);
+  // UDP that is not QUIC has no connection, but its flows still spread over
+  // the paths to the backends (issue 38: they all left with one port).
+  EXPECT_GT(not_quic_entropy.size(), 3u);
   // The MTU announced is what the port leaves of the frame once encapsulated.
   for (const std::uint16_t mtu : announced) EXPECT_TRUE(mtu == 1350 - 50 || mtu == 1350 - 70) << mtu;
 }

@@ -119,6 +119,42 @@ TEST(Delivery, IpipMixedFamiliesUseTheBackendsAddress) {
   }
 }
 
+// The outer header carries the inner packet's DSCP and ECN (RFC 6040's
+// normal mode), in every tunnel and family pair (issue 38: the outer class
+// was 0 and a congested hop's CE mark could not reach the backend).
+TEST(Delivery, TheOuterHeaderCarriesTheInnerDscpAndEcn) {
+  constexpr std::uint8_t kTos = 0xb9;  // DSCP 46 (EF), ECN 01 (ECT(1))
+  for (const DeliveryMode mode : {DeliveryMode::kIpip, DeliveryMode::kVxlan}) {
+    for (const bool inner_v6 : {false, true}) {
+      for (const bool outer_v6 : {false, true}) {
+        auto frame = client_frame(inner_v6, 300);
+        if (inner_v6) {
+          frame[14] = std::uint8_t(0x60 | kTos >> 4);
+          frame[15] = std::uint8_t((kTos & 0x0f) << 4 | (frame[15] & 0x0f));
+        } else {
+          frame[15] = kTos;
+        }
+        Buffer b(frame, kHeadroom);
+        // A backend of the outer family only: inner packets of the other go
+        // over it.
+        const auto r = b.deliver(make(mode, !outer_v6, outer_v6), inner_v6, 14, kHash);
+        ASSERT_EQ(r.status, DeliveryStatus::kOk);
+        const std::uint8_t* oip = r.frame + 14;
+        const std::string what = std::string(mode == DeliveryMode::kIpip ? "ipip" : "vxlan") +
+                                 (inner_v6 ? " 6" : " 4") + " in" + (outer_v6 ? " 6" : " 4");
+        if (outer_v6) {
+          EXPECT_EQ(std::uint8_t(oip[0] << 4 | oip[1] >> 4), kTos) << what;
+          EXPECT_EQ(oip[0] >> 4, 6) << what;
+          EXPECT_EQ(oip[1] & 0x0f, (kHash >> 16) & 0x0f) << what << ": the flow label's top nibble stays";
+        } else {
+          EXPECT_EQ(oip[1], kTos) << what;
+          EXPECT_TRUE(ipv4_header_ok(oip)) << what;
+        }
+      }
+    }
+  }
+}
+
 // The outer IPv4 header's ID is always 0, so it must never be fragmentable
 // (RFC 6864): DF set whatever the inner packet's (issue 38: an inner packet
 // without DF went out as a fragmentable outer one with ID 0).
