@@ -214,7 +214,7 @@ inline constexpr BackendCounterField kBackendCounterFields[] = {
     {"bytes", "backend_bytes_total", "", CounterKind::kCounter, CounterUnit::kBytes,
      "bytes of those packets as received (before encapsulation)", &BackendSnapshot::bytes, &BackendCounters::bytes},
     {"connections", "backend_connections_total", "", CounterKind::kCounter, CounterUnit::kCount,
-     "new connections steered to the backend", &BackendSnapshot::connections, &BackendCounters::connections},
+     "new connections steered to the backend (their handshake; a migrated connection counts once)", &BackendSnapshot::connections, &BackendCounters::connections},
     {"backend_down", "backend_backend_down_total", "", CounterKind::kCounter, CounterUnit::kPackets,
      "packets dropped because the backend was down", &BackendSnapshot::backend_down, &BackendCounters::backend_down},
     {"too_big", "backend_too_big_total", "", CounterKind::kCounter, CounterUnit::kPackets,

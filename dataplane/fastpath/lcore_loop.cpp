@@ -267,7 +267,11 @@ template <DeliveryMode kMode, bool kL2ChecksMtu>
       return false;
     }
   }
-  tally.add(d.counters, slot, len, outcome == Tracked::kNew);
+  // A backend counts the connections whose handshake it was sent. A CID
+  // first seen in a short header is a new entry in the owner's shard (after
+  // an active migration nothing ties it to its connection), but to the
+  // backend it is a connection it already has: counted, it made 48 of 32.
+  tally.add(d.counters, slot, len, outcome == Tracked::kNew && (meta.flags & kSteerMetaLongHeader) != 0);
   return true;
 }
 

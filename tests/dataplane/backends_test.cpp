@@ -159,7 +159,15 @@ TEST_F(Backends, L2SendsEveryConnectionToItsBackendFromItsOwner) {
     EXPECT_EQ(bs.backend_down, 0u);
     connections += bs.connections;
   }
-  EXPECT_EQ(connections, r.stats.owner_total.connections);
+  // A backend counts the connections whose handshake (a long header) it was
+  // sent; the owners also count each CID first seen in a short header (an
+  // active migration's, a stray one's) as a connection of its own, and the
+  // backends used to copy them: a migrated connection counted twice.
+  std::size_t active = 0;
+  for (const auto& c : traffic_.traffic.connections) active += c.migration == traffic::Migration::kActive;
+  ASSERT_GT(active, 0u);
+  EXPECT_GE(connections, traffic_.traffic.connections.size());
+  EXPECT_LT(connections, r.stats.owner_total.connections) << "short-header CIDs counted as connections";
 }
 
 TEST_F(Backends, DrainedBackendKeepsItsConnectionsAndDownBackendGetsNothing) {
