@@ -575,6 +575,39 @@ TEST_F(Rules, AFloodOfInitialsDoesNotEvictEstablishedConnections) {
   }
 }
 
+// 200 new connections of other clients, each with a server CID the hash
+// sends away from its first Initial's owner: how many split (a packet on
+// another owner) and how many server CIDs the tables did not learn.
+struct NewConnections {
+  unsigned split = 0, unlearned = 0;
+};
+
+NewConnections open_connections_of_others(PacketClassifier& c, ForwardingTables& tables, PacketClassifier& plain,
+                                          std::mt19937_64& rng, LearnCounts& counts) {
+  auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };
+  NewConnections out;
+  for (int i = 0; i < 200; ++i) {
+    Tuple t;
+    t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
+    t.port = std::uint16_t(30000 + i);
+    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
+    const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
+    Bytes server_cid;
+    do server_cid = cid_of(rng, 8);
+    while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
+    Tuple rebound = t;
+    rebound.port = std::uint16_t(40000 + i);
+    const Bytes later[] = {long_packet(t, traffic::LongType::kHandshake, server_cid, client_scid),
+                           short_packet(t, server_cid), short_packet(rebound, server_cid)};
+    bool splits = false;
+    for (const Bytes& f : later) splits |= route(f).owner_index != target;
+    out.split += splits;
+    const ParsedPacket p = plain.classify(later[1].data(), later[1].size()).packet;
+    out.unlearned += tables.established().find(tables.cid_key(later[1].data(), p), 0) == ForwardingTable::kNone;
+  }
+  return out;
+}
+
 // One client (no spoofing) that sent one Initial keeps sending Handshakes
 // with its SCID, and short headers from its 4-tuple, each with a new DCID
 // (issue 29). Its setup entry and 4-tuple teach a few DCIDs and no more:
@@ -619,25 +652,8 @@ TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
   EXPECT_EQ(counts.table_full, 0u);
   EXPECT_GT(counts.over_budget, 999000u);
 
-  unsigned split = 0;
-  for (int i = 0; i < 200; ++i) {
-    Tuple t;
-    t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
-    t.port = std::uint16_t(30000 + i);
-    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
-    const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
-    Bytes server_cid;  // one the hash sends elsewhere: unlearned, the connection splits
-    do server_cid = cid_of(rng, 8);
-    while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
-    Tuple rebound = t;
-    rebound.port = std::uint16_t(40000 + i);
-    const Bytes later[] = {long_packet(t, traffic::LongType::kHandshake, server_cid, client_scid),
-                           short_packet(t, server_cid), short_packet(rebound, server_cid)};
-    bool splits = false;
-    for (const Bytes& f : later) splits |= route(f).owner_index != target;
-    split += splits;
-  }
-  EXPECT_EQ(split, 0u) << "new connections split while one client floods";
+  const NewConnections others = open_connections_of_others(c, tables, plain, rng, counts);
+  EXPECT_EQ(others.split, 0u) << "new connections split while one client floods";
 }
 
 // One host (one address, no spoofing) on 25,000 source ports: on each, one
@@ -674,25 +690,9 @@ FloodOutcome flood_from_one_host(std::uint32_t per_source) {
     for (int i = 0; i < 7; ++i) route(short_packet(attacker, cid_of(rng, 8)));
   }
   out.entries = tables.established().size();
-  for (int i = 0; i < 200; ++i) {
-    Tuple t;
-    t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
-    t.port = std::uint16_t(30000 + i);
-    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
-    const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
-    Bytes server_cid;  // one the hash sends elsewhere: unlearned, the connection splits
-    do server_cid = cid_of(rng, 8);
-    while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
-    Tuple rebound = t;
-    rebound.port = std::uint16_t(40000 + i);
-    const Bytes later[] = {long_packet(t, traffic::LongType::kHandshake, server_cid, client_scid),
-                           short_packet(t, server_cid), short_packet(rebound, server_cid)};
-    bool splits = false;
-    for (const Bytes& f : later) splits |= route(f).owner_index != target;
-    out.split += splits;
-    out.unlearned += tables.established().find(tables.cid_key(later[1].data(), plain.classify(later[1].data(), later[1].size()).packet), 0) ==
-                     ForwardingTable::kNone;
-  }
+  const NewConnections others = open_connections_of_others(c, tables, plain, rng, out.counts);
+  out.split = others.split;
+  out.unlearned = others.unlearned;
   return out;
 }
 
