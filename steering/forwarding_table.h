@@ -298,7 +298,7 @@ class ForwardingTable {
         // again (an entry expired, evicted or replaced meanwhile may name
         // another target), so that none naming a target of the set is left.
         while (word != 0 && targets.contains(std::uint16_t(word & kMaxTarget))) {
-          if (b.word[i].compare_exchange_weak(word, 0, std::memory_order_relaxed, std::memory_order_acquire)) {
+          if (b.word[i].compare_exchange_weak(word, 0, std::memory_order_acquire, std::memory_order_acquire)) {
             size_.fetch_sub(1, std::memory_order_relaxed);
             ++removed;
             break;

@@ -230,8 +230,8 @@ def ipip_why(frame, orig_len, sources, backend, ttl=None):
     address of it, the other one otherwise; protocol 4 (IPv4 inside) or 41
     (IPv6 inside); from the source of its family to the backend's address;
     its length the inner packet's plus its own, and the frame nothing
-    after it; IPv4: a valid header checksum, no fragment, DF the inner
-    IPv4's (set for IPv6 inside). The inner packet intact: its header's
+    after it; IPv4: a valid header checksum, no fragment, DF set (its ID
+    is 0: RFC 6864 allows that only for an atomic datagram). The inner packet intact: its header's
     checksum valid (IPv4), its length within the frame, and, when the
     capture holds all of it, the UDP checksum valid."""
     ethertype = frame[12:14]
@@ -269,10 +269,8 @@ def ipip_why(frame, orig_len, sources, backend, ttl=None):
         flags = struct.unpack("!H", frame[20:22])[0]
         if flags & 0x3FFF:
             return f"an outer fragment (flags/offset {flags:#06x})", inner
-        df = bool(flags & 0x4000)
-        want_df = True if iv == 6 else bool(frame[inner + 6] & 0x40)
-        if df != want_df:
-            return f"outer DF {int(df)}, want {int(want_df)}", inner
+        if not flags & 0x4000:
+            return "outer DF 0, want 1", inner
     if iv == 4 and csum16(frame[inner:inner + i[1]]) != 0xFFFF:
         return "a bad inner IPv4 header checksum", inner
     if i[2] < i[1]:

@@ -3,7 +3,7 @@
 --mode ipip` applies to every frame that reaches a server) on the frames
 quicsteer's delivery code writes: tests/dataplane/delivery_pcap's ipip cases
 (4 in 4, 6 in 6, 4 in 6 to an IPv6-only backend, 6 in 4 to an IPv4-only one,
-4 in 4 with the inner DF clear) must pass; its l2 and vxlan frames, and each
+4 in 4 with the inner DF clear, whose outer DF is set all the same) must pass; its l2 and vxlan frames, and each
 ipip frame with one field broken, must fail for the reason named. The fleet
 test's end-to-end ipip run needs a kernel with ipip; this runs anywhere.
 
