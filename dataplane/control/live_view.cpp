@@ -60,31 +60,17 @@ std::shared_ptr<const std::string> LiveView::metrics() const {
 void LiveView::render_metrics() {
   std::lock_guard render(render_mutex_);
   if (!renderer_) return;
-  std::shared_ptr<const StatsSnapshot> stats;
-  std::uint64_t applied = 0, refused = 0;
-  {
-    std::lock_guard lock(mutex_);
-    stats = stats_;
-    applied = reloads_applied_;
-    refused = reloads_refused_;
-  }
-  auto text = std::make_shared<const std::string>(renderer_(*stats, applied, refused));
+  const WithReloads<StatsSnapshot> now = read_with_reloads(&LiveView::stats_);
+  auto text = std::make_shared<const std::string>(renderer_(*now.published, now.applied, now.refused));
   std::lock_guard lock(mutex_);
   metrics_ = std::move(text);
 }
 
 SteeringState LiveView::steering() const {
-  std::shared_ptr<const SteeringState> published;
-  std::uint64_t applied = 0, refused = 0;
-  {
-    std::lock_guard lock(mutex_);
-    published = steering_;
-    applied = reloads_applied_;
-    refused = reloads_refused_;
-  }
-  SteeringState s = *published;  // copied outside the lock: it may hold a profile of megabytes
-  s.reloads_applied = applied;
-  s.reloads_refused = refused;
+  const WithReloads<SteeringState> now = read_with_reloads(&LiveView::steering_);
+  SteeringState s = *now.published;  // copied outside the lock: it may hold a profile of megabytes
+  s.reloads_applied = now.applied;
+  s.reloads_refused = now.refused;
   return s;
 }
 

@@ -94,6 +94,18 @@ class LiveView {
 
  private:
   void render_metrics();
+  // A published state with the reload counters of the same instant, read
+  // under mutex_ (the state itself is copied, if at all, outside it).
+  template <typename T>
+  struct WithReloads {
+    std::shared_ptr<const T> published;
+    std::uint64_t applied = 0, refused = 0;
+  };
+  template <typename T>
+  WithReloads<T> read_with_reloads(const std::shared_ptr<const T> LiveView::*member) const {
+    std::lock_guard lock(mutex_);
+    return {this->*member, reloads_applied_, reloads_refused_};
+  }
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

@@ -608,6 +608,27 @@ NewConnections open_connections_of_others(PacketClassifier& c, ForwardingTables&
   return out;
 }
 
+// Tables of the default size (262,144 entries) behind a classifier over
+// two owners, and the classifier without tables that shows where the hash
+// alone sends a CID: what the flood tests start from.
+struct DefaultTables {
+  explicit DefaultTables(std::uint32_t per_source = ForwardingConfig::default_entries_per_source(262144))
+      : config(with_default_size(per_source)), tables(config.forwarding, config.fallback_key), c(config),
+        plain(two_owners(false)) {
+    c.use_tables(&tables);
+  }
+  static SteeringConfig with_default_size(std::uint32_t per_source) {
+    SteeringConfig s = two_owners(true);
+    s.forwarding.max_entries = 262144;
+    s.forwarding.max_entries_per_source = per_source;
+    return s;
+  }
+  SteeringConfig config;
+  ForwardingTables tables;
+  PacketClassifier c;
+  PacketClassifier plain;
+};
+
 // One client (no spoofing) that sent one Initial keeps sending Handshakes
 // with its SCID, and short headers from its 4-tuple, each with a new DCID
 // (issue 29). Its setup entry and 4-tuple teach a few DCIDs and no more:
@@ -615,12 +636,10 @@ NewConnections open_connections_of_others(PacketClassifier& c, ForwardingTables&
 // are learned and do not split. Every flood packet still reaches the
 // client's own owner.
 TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
-  SteeringConfig config = two_owners(true);
-  config.forwarding.max_entries = 262144;  // the default
-  ForwardingTables tables(config.forwarding, config.fallback_key);
-  PacketClassifier c(config);
-  c.use_tables(&tables);
-  PacketClassifier plain(two_owners(false));
+  DefaultTables t;
+  ForwardingTables& tables = t.tables;
+  PacketClassifier& c = t.c;
+  PacketClassifier& plain = t.plain;
   std::mt19937_64 rng(29);
   LearnCounts counts;
   auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };
@@ -670,13 +689,10 @@ struct FloodOutcome {
 };
 
 FloodOutcome flood_from_one_host(std::uint32_t per_source) {
-  SteeringConfig config = two_owners(true);
-  config.forwarding.max_entries = 262144;  // the default
-  config.forwarding.max_entries_per_source = per_source;
-  ForwardingTables tables(config.forwarding, config.fallback_key);
-  PacketClassifier c(config);
-  c.use_tables(&tables);
-  PacketClassifier plain(two_owners(false));
+  DefaultTables t(per_source);
+  ForwardingTables& tables = t.tables;
+  PacketClassifier& c = t.c;
+  PacketClassifier& plain = t.plain;
   std::mt19937_64 rng(38);
   FloodOutcome out;
   auto route = [&](const Bytes& f) { return c.classify(f.data(), f.size(), 0, &out.counts).resolution; };
