@@ -24,6 +24,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dataplane/fastpath/tsan.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/traffic/frame.h"
 
@@ -175,6 +176,7 @@ void inject(Dataplane& dp, RingPort& port, const Frame& f) {
   bool segmented = false;
   rte_mbuf* m = frame_to_mbuf(dp.pool(), f, 0, segmented);
   ASSERT_NE(m, nullptr);
+  tsan_release(m);  // the test plays the NIC (tsan.h)
   while (rte_ring_enqueue(port.rx(0), m) != 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
@@ -200,7 +202,10 @@ std::uint64_t drops(const StatsSnapshot& s, DropReason r) { return s.drops_total
 void drain_tx(RingPort& port) {
   for (unsigned q = 0; q < port.tx_count(); ++q) {
     void* m = nullptr;
-    while (rte_ring_dequeue(port.tx(q), &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    while (rte_ring_dequeue(port.tx(q), &m) == 0) {
+      tsan_acquire(m);
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    }
   }
 }
 
@@ -254,6 +259,7 @@ TEST(ExceptionPath, HostFramesReachTheKernelAndItsFramesLeaveThroughThePort) {
     void* obj = nullptr;
     while (rte_ring_dequeue(port.tx(1), &obj) == 0) {
       auto* m = static_cast<rte_mbuf*>(obj);
+      tsan_acquire(m);
       const auto* d = rte_pktmbuf_mtod(m, const std::uint8_t*);
       left = left || (rte_pktmbuf_data_len(m) >= reply.size() && std::equal(reply.begin(), reply.end(), d));
       rte_pktmbuf_free(m);
