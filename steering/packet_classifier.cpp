@@ -33,6 +33,13 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];
+      // Only a service's datagrams are routed: the appliance's own traffic
+      // (a flood at its address included) never reaches the tables.
+      d.destination = destination(frame, d.packet);
+      if (d.destination != Destination::kService) [[unlikely]] {
+        d.resolution = Resolution{};
+        continue;
+      }
       if (routes_by_dcid(d.packet)) {
         const std::uint8_t* dcid = d.packet.dcid(frame);
         if (resolver_.encrypted_codepoint(dcid[0])) {

@@ -20,13 +20,15 @@
 #include "steering/forwarding_rules.h"
 #include "steering/owner_resolver.h"
 #include "steering/packet_parser.h"
+#include "steering/service_table.h"
 #include "steering/steering_config.h"
 
 namespace qs {
 
 struct Decision {
   ParsedPacket packet;
-  Resolution resolution;
+  Resolution resolution;  // none unless destination is kService
+  Destination destination;
 };
 
 class PacketClassifier {
@@ -35,10 +37,20 @@ class PacketClassifier {
   // resolver rejects (see ParserConfig and OwnerResolver).
   explicit PacketClassifier(const SteeringConfig& config,
                             QuicLbCodec::AesBackend backend = QuicLbCodec::AesBackend::kAuto)
-      : parser_(config), resolver_(config, backend) {}
+      : parser_(config), resolver_(config, backend), services_(config.services) {}
 
   const ParserConfig& parser_config() const { return parser_; }
   const OwnerResolver& resolver() const { return resolver_; }
+  const ServiceTable& services() const { return services_; }
+
+  // Whose a parsed frame is (ServiceTable): always kService without
+  // services. A malformed frame stays the service's, to be dropped as
+  // malformed: what the parser could not read it cannot send anywhere.
+  Destination destination(const std::uint8_t* frame, const ParsedPacket& p) const {
+    if (!services_.active() || p.verdict == Verdict::kMalformed) return Destination::kService;
+    if (p.ip_version == 0) return Destination::kHost;
+    return services_.classify(p.ip_version, p.dst_addr(frame), p.l4_offset != 0 ? p.dst_port : 0);
+  }
 
   // Routes through `tables` from now on (nullptr: no tables). The tables
   // must outlive their use here.
@@ -48,7 +60,8 @@ class PacketClassifier {
                     LearnCounts* counts = nullptr) {
     Decision d;
     parse_packet(frame, len, parser_, d.packet);
-    d.resolution = resolve(frame, d.packet, now_ms, counts);
+    d.destination = destination(frame, d.packet);
+    if (d.destination == Destination::kService) d.resolution = resolve(frame, d.packet, now_ms, counts);
     return d;
   }
 
@@ -78,6 +91,7 @@ class PacketClassifier {
   }
   ParserConfig parser_;
   OwnerResolver resolver_;
+  ServiceTable services_;
   ForwardingTables* tables_ = nullptr;
 };
 

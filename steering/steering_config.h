@@ -90,6 +90,16 @@ struct BackendConfig {
   std::uint16_t slot = 0;
 };
 
+// A service the appliance offers: what the data path steers once the
+// profile lists any (steering/service_table.h). Its addresses are the VIPs
+// that routers send to the appliance.
+struct ServiceConfig {
+  std::string name;
+  std::vector<std::array<std::uint8_t, 4>> ipv4;
+  std::vector<std::array<std::uint8_t, 16>> ipv6;
+  std::vector<std::uint16_t> udp_ports;
+};
+
 // The most backends one profile may list (and slots a data path has).
 inline constexpr unsigned kMaxBackends = 4096;
 
@@ -113,6 +123,10 @@ struct SteeringConfig {
   // kMaglevMaxTableSize, or 0 for maglev_default_table_size() of the active
   // backends' weights (backend_hash_table_size() says which).
   std::uint32_t backend_table_size = 0;
+  // Empty: every UDP datagram is steered (the demo, the virtual-NIC tests).
+  // Otherwise only UDP to a service is, and the rest is the appliance's own
+  // (ServiceTable).
+  std::vector<ServiceConfig> services;
 };
 
 }  // namespace qs

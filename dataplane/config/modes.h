@@ -44,4 +44,12 @@ struct DeliveryConfig {
   std::uint32_t icmp_too_big_per_client_per_s = 10;
 };
 
+// One class's police on the exception path (dataplane/fastpath/exception_path.h):
+// what a port lets through to its kernel per second, in packets and in
+// bytes; a frame goes only when both allow it (0 packets: none of the class).
+struct PoliceRate {
+  std::uint64_t packets_per_s = 0;
+  std::uint64_t bytes_per_s = 0;
+};
+
 }  // namespace qs

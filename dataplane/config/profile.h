@@ -18,6 +18,7 @@
 #include "dataplane/config/file_descriptor.h"
 #include "dataplane/config/listen_address.h"
 #include "dataplane/config/modes.h"
+#include "steering/exception_class.h"
 #include "steering/steering_config.h"
 
 namespace qs {
@@ -42,6 +43,15 @@ struct PortConfig {
   std::uint16_t mtu = 1500;
   FlowControl flow_control = FlowControl::kNone;
   bool rx_drop_en = false;  // per-queue drop: isolates queues, but no PAUSE
+  // Receive frames for every MAC (a NIC filters the others out otherwise).
+  // Off unless asked for: an appliance receives its own MAC's frames,
+  // broadcast and multicast.
+  bool promiscuous = false;
+  // The kernel interface of the port's exception path (a net_tap device
+  // quicsteer creates with the port's MAC): what arrives and is no service's
+  // goes there, what the kernel sends there leaves through the port. Empty:
+  // none. Only with services.
+  std::string tap;
 
   bool is_vdev() const { return device.rfind("net_", 0) == 0; }
 };
@@ -70,6 +80,24 @@ struct LcoreConfig {
 struct RingConfig {
   std::uint32_t size = 1024;  // slots per producer->owner ring, power of two
   std::uint16_t burst = 32;   // RX, hand-off and TX burst
+};
+
+// The exception path (dataplane/fastpath/exception_path.h): per class, what
+// each port lets through to its kernel (by ExceptionClass).
+struct ExceptionPathConfig {
+  std::uint32_t ring_size = 1024;  // per receiving lcore, control and bulk each; power of two
+  std::array<PoliceRate, kExceptionClasses> police = default_police();
+  static constexpr std::array<PoliceRate, kExceptionClasses> default_police() {
+    return {{
+        {1000, 1000000},     // arp
+        {1000, 1000000},     // nd
+        {10000, 20000000},   // bgp: a full table's updates at about 150 Mbit/s
+        {2000, 1000000},     // bfd: 20 sessions at 10 ms, with room
+        {100, 100000},       // link: LACP, LLDP
+        {500, 500000},       // icmp
+        {1000, 2000000},     // other
+    }};
+  }
 };
 
 struct BackpressureConfig {
@@ -138,6 +166,7 @@ struct Profile {
   // routable to other owners). Read from the profile being loaded.
   bool rekey_fallback_on_reload = false;
   BackpressureConfig backpressure;
+  ExceptionPathConfig exception_path;
   ActionConfig action;
   PollingConfig polling;
   StatsConfig stats;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "dataplane/config/enum_names.h"
 #include "steering/hex.h"
 #include "steering/maglev.h"
+#include "steering/service_table.h"
 
 namespace qs::config {
 
@@ -68,6 +70,7 @@ struct NameRule {
 };
 constexpr NameRule kPortNames{"port", kMaxPortNameLength, "_-"};
 constexpr NameRule kBackendNames{"backend", kMaxBackendNameLength, "_.-"};
+constexpr NameRule kServiceNames{"service", kMaxBackendNameLength, "_.-"};
 
 bool hex_digits(std::string_view s, std::size_t n) {
   return s.size() == n &&
@@ -149,8 +152,9 @@ class ProfileDecoder {
 
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
-                         {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "backpressure",
-                          "action", "polling", "stats", "telemetry", "drain", "duration_s"});
+                         {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "services",
+                          "exception_path", "backpressure", "action", "polling", "stats", "telemetry", "drain",
+                          "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
     }
@@ -165,6 +169,9 @@ class ProfileDecoder {
     // action (delivery needs the backends).
     if (auto f = root.get("backends")) decode_backends(*f);
     check_backend_table_size();
+    if (auto f = root.get("services")) decode_services(*f);
+    if (auto f = root.get("exception_path")) decode_exception_path(*f);
+    check_taps();
     decode_backpressure(root.get("backpressure"));
     decode_action(root, root.get("action"));
     if (auto f = root.get("polling")) decode_polling(*f);
@@ -182,7 +189,7 @@ class ProfileDecoder {
     for (const Field& item : items) {
       const MapReader m(d_, item,
                         {"name", "device", "rx_queues", "tx_queues", "rx_descriptors", "tx_descriptors", "rss",
-                         "mtu", "flow_control", "rx_drop_en"});
+                         "mtu", "flow_control", "rx_drop_en", "promiscuous", "tap"});
       PortConfig port;
       const Field name = m.require("name");
       port.name = named(name, kPortNames);
@@ -214,6 +221,23 @@ class ProfileDecoder {
         port.flow_control = d_.choice(*v, kFlowControlSpellings);
       }
       if (auto v = m.get("rx_drop_en")) port.rx_drop_en = d_.boolean(*v);
+      if (auto v = m.get("promiscuous")) port.promiscuous = d_.boolean(*v);
+      if (auto v = m.get("tap")) {
+        port.tap = d_.text(*v);
+        // The kernel's rule for an interface name (dev_valid_name): 1..15
+        // octets, neither "." nor "..", no '/', ':' or white space.
+        const bool valid = !port.tap.empty() && port.tap.size() < 16 && port.tap != "." && port.tap != ".." &&
+                           std::none_of(port.tap.begin(), port.tap.end(), [](char c) {
+                             return c == '/' || c == ':' || std::isspace(static_cast<unsigned char>(c)) ||
+                                    static_cast<unsigned char>(c) < 0x20;
+                           });
+        if (!valid) d_.fail(*v, "expected a kernel interface name (1..15 octets, no '/', ':' or space), got " +
+                                    describe(v->node));
+        for (std::size_t i = 0; i < p_.ports.size(); ++i)
+          if (p_.ports[i].tap == port.tap)
+            d_.fail(*v, "tap '" + port.tap + "' is already ports[" + std::to_string(i) + "]'s");
+        if (port.rx_queues == 0) d_.fail(*v, "a port with a tap receives (rx_queues is 0)");
+      }
       p_.ports.push_back(std::move(port));
       port_maps_.push_back(m);
     }
@@ -584,6 +608,96 @@ class ProfileDecoder {
     if (std::none_of(s.backends.begin(), s.backends.end(),
                      [](const BackendConfig& b) { return b.state == BackendState::kActive; })) {
       d_.fail(f, "no backend is active; at least one must take new connections (state: active)");
+    }
+  }
+
+  // services: [{name, addresses: [IPv4 | IPv6, ...], udp_ports: [...]}, ...]
+  void decode_services(const Field& f) {
+    std::map<std::string, std::string> seen;  // address -> the service that lists it
+    std::size_t pairs = 0;
+    const std::vector<Field> items = d_.list(f);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const MapReader m(d_, items[i], {"name", "addresses", "udp_ports"});
+      ServiceConfig svc;
+      if (auto v = m.get("name")) {
+        svc.name = named(*v, kServiceNames);
+      } else {
+        svc.name = "service" + std::to_string(i);
+      }
+      for (const auto& other : p_.steering.services)
+        if (other.name == svc.name) d_.fail(field_or(m, "name"), "duplicate service name '" + svc.name + "'");
+      const Field addresses = m.require("addresses");
+      const std::vector<Field> list = d_.list(addresses);
+      if (list.empty()) d_.fail(addresses, "a service needs at least one address");
+      for (const Field& a : list) {
+        const std::string text = d_.text(a);
+        std::string shown_as;
+        if (text.find(':') != std::string::npos) {
+          svc.ipv6.push_back(d_.ipv6(a));
+          shown_as = format_ipv6(svc.ipv6.back());
+        } else {
+          svc.ipv4.push_back(d_.ipv4(a));
+          shown_as = format_ipv4(svc.ipv4.back());
+        }
+        if (const auto [it, fresh] = seen.emplace(shown_as, svc.name); !fresh)
+          d_.fail(a, "address " + shown_as + " is already service '" + it->second + "''s");
+      }
+      const Field ports = m.require("udp_ports");
+      const std::vector<Field> port_list = d_.list(ports);
+      if (port_list.empty()) d_.fail(ports, "a service needs at least one UDP port");
+      for (const Field& pf : port_list) {
+        const auto port = d_.integer<std::uint16_t>(pf, 1, 65535);
+        if (std::find(svc.udp_ports.begin(), svc.udp_ports.end(), port) != svc.udp_ports.end())
+          d_.fail(pf, "port " + std::to_string(port) + " is listed twice");
+        svc.udp_ports.push_back(port);
+      }
+      pairs += list.size() * (svc.udp_ports.size() + 1);
+      if (pairs > ServiceTable::kMaxEntries)
+        d_.fail(items[i], "the services list over " + std::to_string(ServiceTable::kMaxEntries) +
+                              " (address, port) pairs");
+      p_.steering.services.push_back(std::move(svc));
+    }
+  }
+
+  // exception_path: {ring_size, police: {CLASS: {packets_per_s, bytes_per_s}}}
+  void decode_exception_path(const Field& f) {
+    ExceptionPathConfig& x = p_.exception_path;
+    const MapReader m(d_, f, {"ring_size", "police"});
+    if (auto v = m.get("ring_size")) {
+      x.ring_size = d_.integer<std::uint32_t>(*v, 64, 65536);
+      if ((x.ring_size & (x.ring_size - 1)) != 0)
+        d_.fail(*v, "must be a power of two, got " + std::to_string(x.ring_size));
+    }
+    if (auto v = m.get("police")) {
+      const MapReader police(d_, *v, {"arp", "nd", "bgp", "bfd", "link", "icmp", "other"});
+      for (unsigned c = 0; c < kExceptionClasses; ++c) {
+        const auto cls = police.get(exception_class_name(ExceptionClass(c)));
+        if (!cls) continue;
+        const MapReader rate(d_, *cls, {"packets_per_s", "bytes_per_s"});
+        if (auto r = rate.get("packets_per_s")) x.police[c].packets_per_s = d_.integer<std::uint64_t>(*r, 0, 10000000);
+        if (auto r = rate.get("bytes_per_s"))
+          x.police[c].bytes_per_s = d_.integer<std::uint64_t>(*r, 0, 10000000000LL);
+      }
+    }
+  }
+
+  // A TAP carries what is not a service's: without services nothing is.
+  // Its frames leave through the port on a TX queue of their own, the one
+  // after the owners' (each owner sends on its own queue of a port it
+  // answers on).
+  void check_taps() const {
+    const std::size_t owners = p_.steering.owner_lcores.size();
+    for (std::size_t i = 0; i < p_.ports.size(); ++i) {
+      const PortConfig& port = p_.ports[i];
+      if (port.tap.empty()) continue;
+      const Field at = field_or(port_maps_[i], "tap");
+      if (p_.steering.services.empty())
+        d_.fail(at, "a tap needs services: without them every frame is steered and none is the kernel's");
+      if (port.tx_queues < owners + 1)
+        d_.fail(field_or(port_maps_[i], "tx_queues"),
+                "a port with a tap needs a TX queue for the kernel's frames after the " + std::to_string(owners) +
+                    " of the owners: at least " + std::to_string(owners + 1) + ", got " +
+                    std::to_string(port.tx_queues));
     }
   }
 

@@ -50,6 +50,8 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     out << YAML::Key << "mtu" << YAML::Value << port.mtu;
     out << YAML::Key << "flow_control" << YAML::Value << flow_control_name(port.flow_control);
     out << YAML::Key << "rx_drop_en" << YAML::Value << YAML::TrueFalseBool << port.rx_drop_en;
+    out << YAML::Key << "promiscuous" << YAML::Value << YAML::TrueFalseBool << port.promiscuous;
+    if (!port.tap.empty()) out << YAML::Key << "tap" << YAML::Value << YAML::DoubleQuoted << port.tap;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
@@ -148,6 +150,37 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     }
     out << YAML::EndSeq;
   }
+
+  // Without services every UDP datagram is steered: the key stays out.
+  if (!p.steering.services.empty()) {
+    out << YAML::Key << "services" << YAML::Value << YAML::BeginSeq;
+    for (const ServiceConfig& svc : p.steering.services) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << svc.name;
+      out << YAML::Key << "addresses" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& a : svc.ipv4) out << YAML::DoubleQuoted << config::format_ipv4(a);
+      for (const auto& a : svc.ipv6) out << YAML::DoubleQuoted << config::format_ipv6(a);
+      out << YAML::EndSeq;
+      out << YAML::Key << "udp_ports" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (std::uint16_t port : svc.udp_ports) out << port;
+      out << YAML::EndSeq;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+
+  out << YAML::Key << "exception_path" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "ring_size" << YAML::Value << p.exception_path.ring_size;
+  out << YAML::Key << "police" << YAML::Value << YAML::BeginMap;
+  for (unsigned c = 0; c < kExceptionClasses; ++c) {
+    out << YAML::Key << std::string(exception_class_name(ExceptionClass(c))) << YAML::Value << YAML::Flow
+        << YAML::BeginMap;
+    out << YAML::Key << "packets_per_s" << YAML::Value << p.exception_path.police[c].packets_per_s;
+    out << YAML::Key << "bytes_per_s" << YAML::Value << p.exception_path.police[c].bytes_per_s;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  out << YAML::EndMap;
 
   out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);

@@ -69,7 +69,10 @@ std::optional<std::string> reload_refusal(const Profile& running, const Profile&
     return key == "steering.quic_lb" || key == "steering.servers" || key == "backends" ||
            key == "steering.backend_table_size" || key == "action.delivery" ||
            key == "steering.fallback.rekey_on_reload" ||
-           (key == "steering.fallback.key" && next.rekey_fallback_on_reload);
+           (key == "steering.fallback.key" && next.rekey_fallback_on_reload) ||
+           // The list may change, not whether there is one: with services
+           // every RX queue filters MACs and has an exception path.
+           (key == "services" && !running.steering.services.empty() && !next.steering.services.empty());
   };
   if (running.steering.fallback_key != next.steering.fallback_key && !next.rekey_fallback_on_reload) {
     return std::string(

@@ -56,6 +56,9 @@ inline constexpr ReceiveField kReceiveFields[] = {
      "Packets handed over on receiver->owner rings.", &ReceiveTotals::enqueued, &RxQueueStats::enqueued},
     {"not_quic", "not_quic_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
      "Packets that were not QUIC (steered by their 4-tuple).", &ReceiveTotals::not_quic, &RxQueueStats::not_quic},
+    {"to_kernel", "to_kernel_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Packets for the appliance's own host, handed to the exception path (its TAP).", &ReceiveTotals::to_kernel,
+     &RxQueueStats::to_kernel},
     {"parks", "parks_total", "", CounterKind::kCounter, CounterUnit::kCount, "Times an RX queue was parked (back-pressure).",
      &ReceiveTotals::parks, &RxQueueStats::parks},
     {"parked_packets", "parked_packets_total", "", CounterKind::kCounter, CounterUnit::kPackets,
@@ -204,6 +207,26 @@ inline constexpr ForwardingField kForwardingFields[] = {
     {"retiring_slots", "forwarding_retiring_slots", "", CounterKind::kGauge, CounterUnit::kCount,
      "Backend slots a reload freed whose forwarding-table entries are still being swept.",
      &ForwardingSnapshot::retiring_slots},
+};
+
+// The exception path, per port with a TAP and per class.
+using ExceptionField = CounterField<ExceptionSnapshot>;
+inline constexpr ExceptionField kExceptionFields[] = {
+    {"to_kernel", "exception_packets_total", "direction=\"to_kernel\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames through the exception path: to the port's TAP, or from it out of the port.", &ExceptionSnapshot::to_kernel},
+    {"from_kernel", "exception_packets_total", "direction=\"from_kernel\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames through the exception path: to the port's TAP, or from it out of the port.",
+     &ExceptionSnapshot::from_kernel},
+    {"policed", "exception_policed_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames for the host dropped over their class's rate (exception_path.police).", &ExceptionSnapshot::policed},
+    {"ring_full", "exception_ring_full_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames for the host dropped because the ring to the exception thread was full.", &ExceptionSnapshot::ring_full},
+    {"tap_refused", "exception_refused_total", "by=\"tap\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames dropped because the TAP (the kernel) or the port's TX queue did not take them.",
+     &ExceptionSnapshot::tap_refused},
+    {"port_refused", "exception_refused_total", "by=\"port\"", CounterKind::kCounter, CounterUnit::kPackets,
+     "Frames dropped because the TAP (the kernel) or the port's TX queue did not take them.",
+     &ExceptionSnapshot::port_refused},
 };
 
 // Each backend of the fleet: its owners' counters added up.

@@ -150,6 +150,8 @@ std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applie
     return label("from_lcore", r.from_lcore) + "," + label("to_lcore", r.to_lcore);
   }, itself);
   families(w, kPortFields, s.ports, [](const PortSnapshot& p) { return label("port", p.name); }, itself);
+  families(w, kExceptionFields, s.exception,
+           [](const ExceptionSnapshot& x) { return label("port", x.port) + "," + label("class", x.cls); }, itself);
 
   w.family("quicsteer_steering_generation", "gauge", "The live steering configuration: 1 + applied reloads.");
   w.sample("", s.steering_generation);

@@ -223,6 +223,12 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   for (const auto& r : s.rings)
     print_fields(out, heading("  ring " + std::to_string(r.from_lcore) + "->" + std::to_string(r.to_lcore)), kRingFields,
                  r);
+  for (const auto& x : s.exception) {
+    ExceptionSnapshot zero;
+    bool any = false;
+    for (const auto& f : kExceptionFields) any = any || x.*f.value != zero.*f.value;
+    if (any) print_fields(out, heading("  exception " + x.port + " " + x.cls), kExceptionFields, x);
+  }
   for (const auto& p : s.ports) {
     char prefix[32];
     std::snprintf(prefix, sizeof prefix, "  port %-8s  ", p.name.c_str());
@@ -335,6 +341,14 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     o << "}";
   }
   o << (s.backends.empty() ? "]" : "\n  ]");
+  o << ",\n  \"exception\": [";
+  for (std::size_t i = 0; i < s.exception.size(); ++i) {
+    const auto& x = s.exception[i];
+    o << (i ? "," : "") << "\n    {\"port\": " << quote(x.port) << ", \"class\": " << quote(x.cls);
+    fields_json(o, kExceptionFields, x);
+    o << "}";
+  }
+  o << (s.exception.empty() ? "]" : "\n  ]");
   o << ",\n  \"ports\": [";
   for (std::size_t i = 0; i < s.ports.size(); ++i) {
     const auto& p = s.ports[i];
@@ -385,6 +399,7 @@ void print_counter_list(std::FILE* out) {
   list_fields(out, "port", kPortFields);
   list_fields(out, "forwarding", kForwardingFields);
   list_fields(out, "backend", kBackendCounterFields);
+  list_fields(out, "exception", kExceptionFields);
 }
 
 }  // namespace qs

@@ -19,7 +19,7 @@ namespace qs {
 using DropArray = std::array<std::uint64_t, kDropReasonCount>;
 
 struct ReceiveTotals {
-  std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0;
+  std::uint64_t rx = 0, steered_self = 0, steered_other = 0, enqueued = 0, not_quic = 0, to_kernel = 0;
   std::uint64_t parks = 0, parked_packets = 0, parked_us = 0;
   std::array<std::uint64_t, kResolveMethods> routed{};  // by ResolveMethod
   std::uint64_t learned = 0, setups = 0, setup_evicted = 0, table_full = 0, over_budget = 0, lost_races = 0,
@@ -82,6 +82,15 @@ struct ForwardingSnapshot {
   std::uint64_t retired = 0, retiring_slots = 0;
 };
 
+// The exception path of one port with a TAP, one class
+// (steering/exception_class.h): its receivers' counters added up, and the
+// exception thread's.
+struct ExceptionSnapshot {
+  std::string port;
+  std::string cls;  // "arp", "nd", "bgp", "bfd", "link", "icmp", "other"
+  std::uint64_t to_kernel = 0, policed = 0, ring_full = 0, tap_refused = 0, from_kernel = 0, port_refused = 0;
+};
+
 // One backend of the fleet: its owners' counters added up (by slot).
 struct BackendSnapshot {
   std::string name;
@@ -100,6 +109,9 @@ struct StatsSnapshot {
   std::vector<PortSnapshot> ports;
   ForwardingSnapshot forwarding;
   std::vector<BackendSnapshot> backends;  // in profile order; empty without backends
+  std::vector<ExceptionSnapshot> exception;  // per port with a TAP, per class; empty without
+  // Whether the profile lists services (only their traffic is steered).
+  bool services = false;
   ReceiveTotals rx_total;
   OwnerTotals owner_total;
   DropArray drops_total{};  // receive-side and owner-side together

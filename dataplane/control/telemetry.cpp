@@ -154,6 +154,15 @@ int cmd_ports(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+int cmd_exception(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const StatsSnapshot s = v->stats();
+  dict_of_dicts(
+      d, s.exception, [](const ExceptionSnapshot& x) { return x.port + "/" + x.cls; },
+      [](rte_tel_data* e, const ExceptionSnapshot& x) { add_fields(e, kExceptionFields, x); });
+  return 0;
+}
+
 int cmd_backends(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const StatsSnapshot s = v->stats();
@@ -274,6 +283,8 @@ void register_once() {
          "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
         {"/quicsteer/forwarding", cmd_forwarding,
          "Forwarding tables: enabled, entries, slots, setup_entries, setup_slots, expired, retired, retiring_slots. No parameters"},
+        {"/quicsteer/exception", cmd_exception,
+         "The exception path to the kernel, named port/class: to and from the TAP, policed, refused. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/health", cmd_health,

@@ -106,16 +106,17 @@ template <DeliveryMode kMode>
   return DeliveryStatus::kOk;
 }
 
-// An ICMP too-big reply to m in `reply` (an empty mbuf), from the VIP and
-// port_mac (the port m came in on) back to the client, announcing the
-// largest packet the backend's delivery lets through. Returns false when
-// none is due or can be built.
+// An ICMP too-big reply to m in `reply` (an empty mbuf), from `source`
+// (null: the VIP) and port_mac (the port m came in on) back to the client,
+// announcing the largest packet the backend's delivery lets through.
+// Returns false when none is due or can be built.
 inline bool build_too_big_reply(const BackendTemplate& t, rte_mbuf* m, const SteerMeta& meta,
-                                const std::array<std::uint8_t, 6>& port_mac, rte_mbuf* reply) {
+                                const std::array<std::uint8_t, 6>& port_mac, rte_mbuf* reply,
+                                const std::uint8_t* source) {
   const bool ipv6 = (meta.flags & kSteerMetaIpv6) != 0;
   const std::uint32_t len = build_icmp_too_big(
       rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m), std::uint16_t(meta.l3_offset()), ipv6,
-      t.next_hop_mtu(ipv6), port_mac, rte_pktmbuf_mtod(reply, std::uint8_t*), rte_pktmbuf_tailroom(reply));
+      t.next_hop_mtu(ipv6), port_mac, rte_pktmbuf_mtod(reply, std::uint8_t*), rte_pktmbuf_tailroom(reply), source);
   if (len == 0) return false;
   reply->data_len = std::uint16_t(len);
   reply->pkt_len = len;

@@ -159,7 +159,7 @@ BackendTemplate build_backend_template(const DeliveryConfig& delivery, const Bac
 
 std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, std::uint16_t l3_offset, bool ipv6,
                                  std::uint16_t next_hop_mtu, const std::array<std::uint8_t, 6>& port_mac,
-                                 std::uint8_t* out, std::uint32_t out_cap) {
+                                 std::uint8_t* out, std::uint32_t out_cap, const std::uint8_t* source) {
   const std::uint32_t ip_header = ipv6 ? kIpv6HeaderLen : kIpv4HeaderLen;
   if (l3_offset < kEthernetLen || len < l3_offset + ip_header) return 0;
   // Only a frame sent to this port answers: a promiscuous port also sees
@@ -171,6 +171,7 @@ std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, s
   const std::uint8_t* ip = frame + l3_offset;
   const std::uint8_t* src = ip + (ipv6 ? 8 : 12);
   const std::uint8_t* dst = ip + (ipv6 ? 24 : 16);
+  const std::uint8_t* reply_src = source != nullptr ? source : dst;
   std::uint32_t ip_len;  // of the original, as far as the frame holds it
   if (!ipv6) {
     ip_len = get16(ip + 2);
@@ -207,7 +208,7 @@ std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, s
     put16(oip + 2, ip_header + icmp_len);
     oip[8] = kReplyTtl;
     oip[9] = kProtoIcmp;
-    std::memcpy(oip + 12, dst, 4);
+    std::memcpy(oip + 12, reply_src, 4);
     std::memcpy(oip + 16, src, 4);
     put16(oip + 10, std::uint16_t(~delivery_detail::fold(sum_words(oip, kIpv4HeaderLen))));
     icmp[0] = 3;  // destination unreachable
@@ -219,7 +220,7 @@ std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, s
     put16(oip + 4, icmp_len);
     oip[6] = kProtoIcmpv6;
     oip[7] = kReplyTtl;
-    std::memcpy(oip + 8, dst, 16);
+    std::memcpy(oip + 8, reply_src, 16);
     std::memcpy(oip + 24, src, 16);
     icmp[0] = 2;  // packet too big
     put16(icmp + 6, next_hop_mtu);  // a 32-bit MTU: the high half stays 0

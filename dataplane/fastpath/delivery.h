@@ -373,8 +373,10 @@ inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std
 
 // Writes the whole Ethernet frame that answers `frame` (too big once
 // delivered) towards its client: to its source MAC from port_mac (the port
-// it came in on), VLAN tags kept, IP source := the frame's destination (the
-// VIP), destination := its source, TTL / hop limit 64. IPv4: ICMP type 3 code 4 ("fragmentation needed and DF set",
+// it came in on), VLAN tags kept, IP source := `source` (4 or 16 octets as
+// the family: an address of the appliance's own, its TAP's) or, when null,
+// the frame's destination (a port without a TAP has no address of the
+// appliance's), destination := its source, TTL / hop limit 64. IPv4: ICMP type 3 code 4 ("fragmentation needed and DF set",
 // RFC 792, RFC 1191) with next_hop_mtu, quoting as much of the frame's IP
 // packet as keeps the reply's within 576 octets. IPv6: ICMPv6 type 2
 // ("packet too big", RFC 4443) with next_hop_mtu, quoting up to a reply of
@@ -390,6 +392,6 @@ inline DeliveryResult deliver(const BackendTemplate& t, std::uint8_t* frame, std
 // towards another host, or to a group).
 std::uint32_t build_icmp_too_big(const std::uint8_t* frame, std::uint32_t len, std::uint16_t l3_offset, bool ipv6,
                                  std::uint16_t next_hop_mtu, const std::array<std::uint8_t, 6>& port_mac,
-                                 std::uint8_t* out, std::uint32_t out_cap);
+                                 std::uint8_t* out, std::uint32_t out_cap, const std::uint8_t* source = nullptr);
 
 }  // namespace qs

@@ -20,6 +20,12 @@ enum class DropReason : unsigned {
   kBackendDown,  // steered to a backend whose state is down (or that a reload removed)
   kTooBig,       // larger than the TX port's MTU once encapsulated for its backend
   kNoOwner,      // the classifier named no owner of this data path (never expected: checked, not trusted)
+  // With services (steering/service_table.h):
+  kForeignMac,     // the destination MAC is another host's (neither the port's, broadcast nor multicast)
+  kNotService,     // to a service address, but not UDP to one of its ports
+  kNoTap,          // for the appliance's own host, on a port without a TAP (ports[].tap)
+  kPoliced,        // for the host, over its class's rate (exception_path.police)
+  kKernelRingFull, // for the host, the ring to the exception thread was full
   kCount
 };
 
@@ -38,6 +44,11 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kBackendDown: return "backend_down";
     case DropReason::kTooBig: return "too_big";
     case DropReason::kNoOwner: return "no_owner";
+    case DropReason::kForeignMac: return "foreign_mac";
+    case DropReason::kNotService: return "not_service";
+    case DropReason::kNoTap: return "no_tap";
+    case DropReason::kPoliced: return "policed";
+    case DropReason::kKernelRingFull: return "kernel_ring_full";
     case DropReason::kCount: break;
   }
   return "?";

@@ -12,6 +12,7 @@
 
 #include "dataplane/fastpath/connection_stage.h"
 #include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/exception_path.h"
 #include "dataplane/fastpath/icmp_limiter.h"
 #include "dataplane/fastpath/lcore_stats.h"
 #include "dataplane/fastpath/mbuf_classifier.h"
@@ -44,6 +45,9 @@ struct alignas(kCacheLine) RxQueueContext {
   ParkingTicket<rte_mbuf*> ticket;
   std::uint64_t parked_since = 0;    // TSC when the ticket was issued (statistics)
   std::uint64_t next_retry_tsc = 0;  // the held ticket is offered again from then on
+  // With services: the MAC filter, police and counters of the exception
+  // path (nullptr without services: every frame is steered).
+  std::unique_ptr<ExceptionRx> exception;
   RxQueueStats stats;
 };
 
@@ -53,6 +57,10 @@ struct TxQueueContext {
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
   std::array<std::uint8_t, 6> mac{};  // the port's: the source of what the owner itself writes (ICMP)
+  // The appliance's addresses on the port, the source of the ICMP errors the
+  // owner sends there (nullptr: a port without a TAP, where the frame's
+  // destination is the source).
+  const HostAddresses* host = nullptr;
   TxStage<rte_mbuf*> stage;
   // Set when this queue took nothing for park_timeout (a dead link, a peer
   // that reads nothing): from then on what it refuses is dropped at once
@@ -79,6 +87,9 @@ struct LcoreContext {
   std::vector<MbufRing*> out_rings;      // by owner index; nullptr for itself
   std::vector<RingStats*> out_ring_stats;
   std::vector<Doorbell*> out_doorbells;  // by owner index; nullptr: that owner polls, never sleeps on one
+  // With services and a TAP on a port it polls: the rings to the exception
+  // thread, control (ARP, ND, BGP, BFD, link) and bulk; nullptr otherwise.
+  std::array<MbufRing*, 2> kernel_rings{};
   // The slot that holds the steering in force: loaded again before each
   // burst is classified, so that a reload (Dataplane::reload_steering) takes
   // effect between bursts, without a lock and without pausing RX. The lcore

@@ -172,9 +172,13 @@ bool send_too_big(LcoreContext& c, const DeliveryPlan& plan, const BackendTempla
     c.icmp_limiter.configure(plan.icmp_per_second(), plan.icmp_per_client(), c.tsc_hz);
   const std::uint64_t destination = client * 0x9e3779b97f4a7c15ull;
   if (!c.icmp_limiter.permits(now, destination)) return false;
+  // From the appliance's own address on the port when it has a TAP (none
+  // of the family yet: no reply), never from the VIP the frame was sent to.
+  std::uint8_t source[16];
+  if (t_out->host != nullptr && !t_out->host->read((meta.flags & kSteerMetaIpv6) != 0, source)) return false;
   rte_mbuf* reply = rte_pktmbuf_alloc(m->pool);
   if (reply == nullptr) return false;
-  if (!build_too_big_reply(t, m, meta, t_out->mac, reply)) {
+  if (!build_too_big_reply(t, m, meta, t_out->mac, reply, t_out->host != nullptr ? source : nullptr)) {
     rte_pktmbuf_free(reply);
     return false;
   }
@@ -531,20 +535,70 @@ inline void deliver(LcoreContext& c, RxQueueContext& q, std::uint16_t o, rte_mbu
   }
 }
 
+// A frame for the appliance's own host: classed, policed and put on the
+// ring of its precedence to the exception thread, which writes it to the
+// port's TAP. Dropped and counted (no_tap, policed, kernel_ring_full) when
+// it cannot go; never waited for.
+void to_kernel(LcoreContext& c, RxQueueContext& q, rte_mbuf* m, std::uint64_t now) {
+  ExceptionRx* x = q.exception.get();
+  if (x == nullptr || !x->has_tap) {
+    rte_pktmbuf_free(m);
+    count_drop(q.stats.drops, DropReason::kNoTap);
+    return;
+  }
+  const ExceptionClass k = exception_class(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m));
+  const unsigned ki = unsigned(k);
+  if (!x->policer.admit(k, m->pkt_len, now)) {
+    rte_pktmbuf_free(m);
+    x->stats.policed[ki].add();
+    count_drop(q.stats.drops, DropReason::kPoliced);
+    return;
+  }
+  m->port = q.port_id;  // the exception thread writes it to this port's TAP
+  tsan_release(m);      // it goes to the exception thread from here (tsan.h)
+  if (c.kernel_rings[is_control(k) ? 0 : 1]->enqueue_burst(&m, 1) != 1) {
+    rte_pktmbuf_free(m);
+    x->stats.ring_full[ki].add();
+    count_drop(q.stats.drops, DropReason::kKernelRingFull);
+    return;
+  }
+  x->stats.to_kernel[ki].add();
+  q.stats.to_kernel.add();
+}
+
+// With services: frames for another host's MAC leave the burst (counted as
+// foreign_mac), the rest close up in order. Returns how many remain.
+unsigned drop_foreign_macs(RxQueueContext& q, rte_mbuf** pkts, unsigned n) {
+  const ExceptionRx& x = *q.exception;
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (x.accepts(rte_pktmbuf_mtod(pkts[i], const std::uint8_t*))) [[likely]] {
+      pkts[kept++] = pkts[i];
+    } else {
+      rte_pktmbuf_free(pkts[i]);
+    }
+  }
+  if (kept != n) count_drop(q.stats.drops, DropReason::kForeignMac, n - kept);
+  return kept;
+}
+
 unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now, bool poll) {
   unsigned work = 0;
   if (!retry_ticket(c, q, now, work) || !poll) return work;
 
   rte_mbuf* pkts[kMaxBurst];
-  const std::uint16_t n = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
+  const std::uint16_t received = rte_eth_rx_burst(q.port_id, q.queue, pkts, std::uint16_t(c.burst));
+  if (received == 0) return work;
+  tsan_acquire_burst(pkts, received);
+  q.stats.rx.add(received);
+  work += received;
+  const unsigned n = q.exception ? drop_foreign_macs(q, pkts, received) : received;
   if (n == 0) return work;
-  tsan_acquire_burst(pkts, n);
   // reflect sends a packet back out of m->port, which not every PMD sets
   // (net_ring leaves it invalid: an index past the TX stages).
   // So does an ICMP reply to a frame too big to encapsulate.
   if (c.action == OwnerAction::kReflect || c.icmp_replies.load(std::memory_order_relaxed))
     for (unsigned i = 0; i < n; ++i) pkts[i]->port = q.port_id;
-  q.stats.rx.add(n);
 
   std::uint16_t owner[kMaxBurst];
   RxClass cls[kMaxBurst];
@@ -557,9 +611,12 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   const unsigned malformed = routes.by_class[unsigned(RxClass::kMalformed)];
   const unsigned not_udp = routes.by_class[unsigned(RxClass::kNotUdp)];
   const unsigned not_quic = routes.by_class[unsigned(RxClass::kNotQuic)];
-  const unsigned kept = n - malformed - not_udp;
+  const unsigned not_service = routes.by_class[unsigned(RxClass::kNotService)];
+  const unsigned host = routes.by_class[unsigned(RxClass::kHost)];
+  const unsigned kept = n - malformed - not_udp - not_service - host;
   if (malformed) count_drop(q.stats.drops, DropReason::kMalformed, malformed);
   if (not_udp) count_drop(q.stats.drops, DropReason::kNotUdp, not_udp);
+  if (not_service) count_drop(q.stats.drops, DropReason::kNotService, not_service);
   if (not_quic) q.stats.not_quic.add(not_quic);
 
   // A burst whose packets all go to one owner, none dropped, is that owner's
@@ -572,7 +629,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   const unsigned owners = unsigned(c.out_rings.size());
   if (kept == n && one_owner && owner[0] < owners) {
     deliver(c, q, owner[0], pkts, meta, n, now);
-    return n + work;
+    return work;
   }
 
   // Stable counting sort by owner: each owner's packets stay in arrival order.
@@ -582,14 +639,18 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
     if (cls[i] >= RxClass::kNotUdp || owner[i] >= owners) [[unlikely]] {
       unowned += cls[i] < RxClass::kNotUdp;
       owner[i] = kNoOwner;
-      rte_pktmbuf_free(pkts[i]);
+      if (cls[i] == RxClass::kHost) {
+        to_kernel(c, q, pkts[i], now);
+      } else {
+        rte_pktmbuf_free(pkts[i]);
+      }
       continue;
     }
     ++count[owner[i] + 1];
   }
   if (unowned != 0) [[unlikely]]
     count_drop(q.stats.drops, DropReason::kNoOwner, unowned);
-  if (kept == unowned) return n + work;
+  if (kept == unowned) return work;
 
   unsigned start[kMaxOwners + 1];
   start[0] = 0;
@@ -609,7 +670,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
 
   for (unsigned o = 0; o < owners; ++o)
     if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, count[o + 1], now);
-  return n + work;
+  return work;
 }
 
 // The doorbell protocol (rings/doorbell.h): announce, re-check, then sleep.

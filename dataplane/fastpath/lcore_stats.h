@@ -22,6 +22,7 @@ struct alignas(kCacheLine) RxQueueStats {
   Counter steered_other;  // bound for another owner
   Counter enqueued;       // handed over on a ring (directly or from the ticket)
   Counter not_quic;       // UDP that is not QUIC (steered by 4-tuple hash)
+  Counter to_kernel;      // for the appliance's own host: on a ring to the exception path (exception_path.h)
   Counter parks;          // tickets issued: times the queue stopped being polled
   Counter parked_packets; // packets that went into a ticket
   Counter parked_cycles;  // TSC cycles the queue spent unpolled behind a ticket

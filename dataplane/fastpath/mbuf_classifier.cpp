@@ -63,8 +63,12 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
     // Under a rule only what is kept: a frame the receive loop drops (not
     // UDP, malformed) was routed by nothing, so that `routed` sums to what
     // was steered.
-    by_method.add_if(unsigned(decisions.at[i].resolution.how), p.verdict < Verdict::kNotUdp);
-    cls[i] = RxClass(p.verdict);
+    const Destination dest = decisions.at[i].destination;
+    by_method.add_if(unsigned(decisions.at[i].resolution.how),
+                     p.verdict < Verdict::kNotUdp && dest == Destination::kService);
+    cls[i] = dest == Destination::kService ? RxClass(p.verdict)
+             : dest == Destination::kHost  ? RxClass::kHost
+                                           : RxClass::kNotService;
     by_class.add(unsigned(cls[i]));
     // One 8-octet store of the whole record, its flags from compares
     // rather than branches (the verdict, family and form follow the

@@ -20,8 +20,12 @@ namespace qs {
 
 inline constexpr unsigned kMaxOwners = 64;
 
-enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed };
-inline constexpr unsigned kRxClasses = unsigned(RxClass::kMalformed) + 1;
+// The first four are the parser's verdicts; the last two exist once the
+// profile lists services (steering/service_table.h): a frame to a service
+// address that is not for a service, and one for the appliance's own host
+// (the exception path). Every class from kNotUdp on is not steered.
+enum class RxClass : std::uint8_t { kQuic, kNotQuic, kNotUdp, kMalformed, kNotService, kHost };
+inline constexpr unsigned kRxClasses = unsigned(RxClass::kHost) + 1;
 // A verdict is its class: the receive loop converts one to the other with a cast.
 static_assert(unsigned(RxClass::kQuic) == unsigned(Verdict::kQuic) &&
               unsigned(RxClass::kNotQuic) == unsigned(Verdict::kNotQuic) &&

@@ -194,6 +194,9 @@ Dataplane::Dataplane(const Profile& profile) : profile_(profile) {
       if (port_driver_name(port_ids_[i]) == "net_af_xdp")
         kept_by_drivers_ += std::uint64_t(std::max<std::int64_t>(0, mbufs_in_use() - before));
     }
+    if (std::any_of(profile_.ports.begin(), profile_.ports.end(), [](const PortConfig& p) { return !p.tap.empty(); }))
+      taps_ = std::make_unique<KernelTaps>(profile_, port_ids_, pools_.front(),
+                                           std::uint16_t(profile_.steering.owner_lcores.size()));
     port_counters_.assign(port_ids_.size(), MonotonicPortCounters{});
     for (const std::uint16_t id : port_ids_) kernel_interfaces_.push_back(kernel_interface(id));
     build_lcores();
@@ -270,13 +273,25 @@ void Dataplane::build_lcores() {
           std::max(forwarding_->established().bucket_count(), forwarding_->setup().bucket_count());
       ctx->forwarding_sweep = std::make_unique<SweepPacer>(buckets, ctx->idle_timeout_tsc / 4);
     }
+    bool polls_a_tap_port = false;
     for (const auto& ref : l.rx) {
       auto q = std::make_unique<RxQueueContext>();
       q->port_id = port_ids_[ref.port];
       q->queue = ref.queue;
       q->profile_port = ref.port;
+      // With services, every RX queue filters MACs and sends the host's
+      // frames to the port's TAP (or drops them: no_tap).
+      if (!profile_.steering.services.empty()) {
+        const PortConfig& port = profile_.ports[ref.port];
+        q->exception = std::make_unique<ExceptionRx>();
+        q->exception->port_mac = mac_to_u64(port_mac(q->port_id, port.name));
+        q->exception->has_tap = !port.tap.empty();
+        q->exception->policer.configure(profile_.exception_path.police, port.rx_queues, rte_get_tsc_hz());
+        polls_a_tap_port = polls_a_tap_port || !port.tap.empty();
+      }
       ctx->rx.push_back(std::move(q));
     }
+    if (polls_a_tap_port) ctx->kernel_rings = taps_->rings_for_lcore();
     if (!l.rx.empty()) ++producers;
     lcores_.push_back(std::move(ctx));
   }
@@ -341,6 +356,7 @@ void Dataplane::build_lcores() {
       t->port_id = port_ids_[pi];
       t->mac = port_mac(t->port_id, profile_.ports[pi].name);
       t->queue = std::uint16_t(c->owner_index);
+      if (taps_ && taps_->tap_of(t->port_id) != nullptr) t->host = &taps_->tap_of(t->port_id)->host;
       c->tx_by_port[t->port_id] = t.get();
       c->tx.push_back(std::move(t));
     }
@@ -377,6 +393,7 @@ void Dataplane::build_lcores() {
       t->port_id = port_ids_[i];
       t->mac = port_mac(t->port_id, profile_.ports[i].name);
       t->queue = std::uint16_t(c->owner_index);
+      if (taps_ && taps_->tap_of(t->port_id) != nullptr) t->host = &taps_->tap_of(t->port_id)->host;
       c->tx_by_port[t->port_id] = t.get();
       c->tx.push_back(std::move(t));
     }
@@ -481,6 +498,7 @@ void Dataplane::launch() {
   // stop() then quiesces and stops those already running and frees what they
   // took (RX bursts handed to rings, parked, staged for TX), as after any run.
   running_ = true;
+  if (taps_) taps_->start();
   for (std::size_t i = 0; i < lcores_.size(); ++i) {
     LcoreContext& c = *lcores_[i];
     tsan_release(&c);
@@ -542,6 +560,8 @@ void Dataplane::stop() {
   running_ = false;
   stop_tsc_ = rte_rdtsc();
   for (auto& c : lcores_) discard_after_stop(*c);
+  // What the receivers put on their rings to the kernel still goes there.
+  if (taps_) taps_->stop();
 }
 
 std::uint64_t Dataplane::pool_size() const {
@@ -598,6 +618,7 @@ std::int64_t Dataplane::close_ports_and_count_leaks() {
       }
       for (std::size_t i : af_xdp) stop_and_close_port(port_ids_[i]);
     }
+    if (taps_) taps_->close();
     ports_open_ = false;
     held_by_devices_ += std::uint64_t(std::max<std::int64_t>(0, before - mbufs_in_use()));
   }
@@ -693,6 +714,28 @@ StatsSnapshot Dataplane::snapshot() const {
     const BackendSnapshot* base = b.slot < counter_base_.size() ? &counter_base_[b.slot] : nullptr;
     for (const auto& f : kBackendCounterFields) bs.*f.value = sums.*f.value - (base ? base->*f.value : 0);
     s.backends.push_back(std::move(bs));
+  }
+  s.services = !profile_.steering.services.empty();
+  if (taps_) {
+    for (const auto& t : taps_->taps()) {
+      for (unsigned k = 0; k < kExceptionClasses; ++k) {
+        ExceptionSnapshot x;
+        x.port = profile_.ports[t->profile_port].name;
+        x.cls = std::string(exception_class_name(ExceptionClass(k)));
+        for (const auto& c : lcores_) {
+          for (const auto& q : c->rx) {
+            if (q->profile_port != t->profile_port || !q->exception) continue;
+            x.to_kernel += q->exception->stats.to_kernel[k].get();
+            x.policed += q->exception->stats.policed[k].get();
+            x.ring_full += q->exception->stats.ring_full[k].get();
+          }
+        }
+        x.from_kernel = t->counters.from_kernel[k].get();
+        x.port_refused = t->counters.port_refused[k].get();
+        x.tap_refused = t->counters.tap_refused[k].get();
+        s.exception.push_back(std::move(x));
+      }
+    }
   }
   for (const auto& ri : ring_info_) {
     RingSnapshot r;

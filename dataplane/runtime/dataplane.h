@@ -17,6 +17,7 @@
 #include "dataplane/control/port_counters.h"
 #include "dataplane/config/profile.h"
 #include "dataplane/control/health_monitor.h"
+#include "dataplane/runtime/kernel_taps.h"
 #include "dataplane/control/stats_snapshot.h"
 
 struct rte_mempool;
@@ -155,6 +156,8 @@ class Dataplane {
   // folds each reading in.
   mutable std::vector<MonotonicPortCounters> port_counters_;
   bool ports_open_ = false;
+  // The exception path's TAPs and their thread (null without a tap).
+  std::unique_ptr<KernelTaps> taps_;
   // Shared by every classifier, across reloads (they keep owner indices,
   // which a reload cannot change); null when steering.forwarding.enabled is
   // false. Declared first: it outlives the classifiers that point at it.

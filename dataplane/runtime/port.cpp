@@ -198,7 +198,12 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
 
   rc = rte_eth_dev_start(port_id);
   if (rc != 0) fail(cfg, "cannot start: " + start_failure(cfg, rc));
-  rte_eth_promiscuous_enable(port_id);  // not every vdev supports it; harmless when not
+  // Not every vdev supports either; harmless when not.
+  if (cfg.promiscuous) {
+    rte_eth_promiscuous_enable(port_id);
+  } else {
+    rte_eth_promiscuous_disable(port_id);
+  }
 
   const char* fast_free = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) != 0 ? "on"
                           : !(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) ? "off (driver)"

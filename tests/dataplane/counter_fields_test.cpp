@@ -64,6 +64,11 @@ Filled one_of_each() {
   b.state = "active";
   fill(b, kBackendCounterFields, v);
   s.backends = {b};
+  ExceptionSnapshot x;
+  x.port = "wire";
+  x.cls = "bgp";
+  fill(x, kExceptionFields, v);
+  s.exception = {x};
   return r;
 }
 
@@ -88,6 +93,7 @@ void expect_every_table(const Filled& f, const std::string& text, const char* pa
   expect_each(kPortFields, f.s.ports[0], text, pattern);
   expect_each(kForwardingFields, f.s.forwarding, text, pattern);
   expect_each(kBackendCounterFields, f.s.backends[0], text, pattern);
+  expect_each(kExceptionFields, f.s.exception[0], text, pattern);
 }
 
 TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
@@ -110,6 +116,7 @@ TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
   add(kPortFields);
   add(kForwardingFields);
   add(kBackendCounterFields);
+  add(kExceptionFields);
   const std::string list = capture([](std::FILE* f) { print_counter_list(f); });
   EXPECT_EQ(std::size_t(std::count(list.begin(), list.end(), '\n')), n) << list;
 }
@@ -164,6 +171,7 @@ TEST(CounterFields, EveryCounterIsInThePrometheusText) {
   expect_samples(kPortFields, f.s.ports[0], "port=\"wire\"", out);
   expect_samples(kForwardingFields, f.s.forwarding, "", out);
   expect_samples(kBackendCounterFields, f.s.backends[0], "backend=\"b0\",owner_lcore=\"0\"", out);
+  expect_samples(kExceptionFields, f.s.exception[0], "port=\"wire\",class=\"bgp\"", out);
 }
 
 }  // namespace
