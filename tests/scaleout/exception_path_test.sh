@@ -73,8 +73,6 @@ OTHER_PPS=1000          # the policer of class other in the profile below
 FOREIGN=5               # frames for another MAC
 FOREIGN_MAC=02:00:00:79:99:99
 
-rt=$(qsso_ns rt)
-qs=$(qsso_ns qs0)
 ADDR=$(qsso_inst_addr 0)
 ADDR6=$(qsso_inst_addr6 0)
 PEER=$(qsso_rt_addr 0)
@@ -115,6 +113,8 @@ neigh_ok() {
 }
 
 qsso_up "qssx$$" || { echo "exception: could not make the namespaces"; exit 1; }
+rt=$(qsso_ns rt)
+qs=$(qsso_ns qs0)
 rq_make_files 0
 so_start_servers quic || { echo "exception: the servers did not start"; exit 1; }
 # configs/scaleout.yaml (services, the TAP) with class other's policer spelt
