@@ -640,7 +640,7 @@ class ProfileDecoder {
           shown_as = format_ipv4(svc.ipv4.back());
         }
         if (const auto [it, fresh] = seen.emplace(shown_as, svc.name); !fresh)
-          d_.fail(a, "address " + shown_as + " is already service '" + it->second + "''s");
+          d_.fail(a, "address " + shown_as + " is already in service '" + it->second + "'");
       }
       const Field ports = m.require("udp_ports");
       const std::vector<Field> port_list = d_.list(ports);

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace qs {
 namespace {
@@ -144,6 +145,16 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
   if (cfg.tx_queues > info.max_tx_queues)
     fail(cfg, "tx_queues " + std::to_string(cfg.tx_queues) + " exceeds the driver's maximum of " +
                   std::to_string(info.max_tx_queues));
+  // net_af_packet opens qpairs sockets at probe, all in one fanout group
+  // that spreads the interface's flows over them: a socket no RX queue
+  // polls takes its share of the flows and nobody reads them.
+  if (std::string_view(info.driver_name) == "net_af_packet" && cfg.rx_queues > 0) {
+    const std::string qpairs = devargs_value(cfg.device, "qpairs", "1");
+    if (qpairs != std::to_string(cfg.rx_queues))
+      fail(cfg, "net_af_packet qpairs=" + qpairs + " opens that many sockets, which share the interface's flows; "
+                "rx_queues is " + std::to_string(cfg.rx_queues) +
+                ": poll every one (rx_queues = qpairs) or the unpolled ones' flows are lost");
+  }
   if (cfg.rx_queues > 0) check_descriptors(cfg, "rx", cfg.rx_descriptors, info.rx_desc_lim);
   if (cfg.tx_queues > 0) check_descriptors(cfg, "tx", cfg.tx_descriptors, info.tx_desc_lim);
 

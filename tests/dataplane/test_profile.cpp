@@ -1576,6 +1576,66 @@ const std::string kFleetA = "  - {name: a, server_ids: [\"0001\"], ipv4: 10.0.0.
 const std::string kFleetB = "  - {name: b, server_ids: [\"0002\"], ipv4: 10.0.0.2, mac: \"02:00:00:00:00:02\"}\n";
 const std::string kL2 = "{mode: l2}";
 
+// --- services and the exception path (issue 36) ------------------------------
+
+INSTANTIATE_TEST_SUITE_P(
+    Services, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"services_no_addresses", kBase + "services: [{udp_ports: [443]}]\n", "t.yaml:4:12: services[0].addresses", "required key is missing"},
+        BadProfile{"services_empty_addresses", kBase + "services: [{addresses: [], udp_ports: [443]}]\n", "t.yaml:4:24: services[0].addresses", "at least one address"},
+        BadProfile{"services_bad_address", kBase + "services: [{addresses: [10.0.0.300], udp_ports: [443]}]\n", "t.yaml:4:25: services[0].addresses[0]", "expected an IPv4 address"},
+        BadProfile{"services_multicast_address", kBase + "services: [{addresses: [224.0.0.1], udp_ports: [443]}]\n", "t.yaml:4:25: services[0].addresses[0]", "unicast"},
+        BadProfile{"services_port_zero", kBase + "services: [{addresses: [10.0.0.1], udp_ports: [0]}]\n", "t.yaml:4:48: services[0].udp_ports[0]", "must be in 1..65535"},
+        BadProfile{"services_port_twice", kBase + "services: [{addresses: [10.0.0.1], udp_ports: [443, 443]}]\n", "t.yaml:4:53: services[0].udp_ports[1]", "listed twice"},
+        BadProfile{"services_address_twice", kBase + "services: [{name: a, addresses: [10.0.0.1], udp_ports: [443]}, {name: b, addresses: [\"10.0.0.1\"], udp_ports: [80]}]\n", "t.yaml:4:86: services[1].addresses[0]", "already in service 'a'"},
+        BadProfile{"services_name_twice", kBase + "services: [{name: a, addresses: [10.0.0.1], udp_ports: [443]}, {name: a, addresses: [\"10.0.0.2\"], udp_ports: [80]}]\n", "t.yaml:4:71: services[1].name", "duplicate service name 'a'"},
+        BadProfile{"services_unknown_key", kBase + "services: [{addresses: [10.0.0.1], udp_ports: [443], vip: 1}]\n", "t.yaml:4:54: services[0].vip", "unknown key"},
+        BadProfile{"police_unknown_class", kBase + "exception_path: {police: {ospf: {packets_per_s: 1}}}\n", "t.yaml:4:27: exception_path.police.ospf", "allowed here: arp, nd, bgp, bfd, link, icmp, other"},
+        BadProfile{"police_rate_too_high", kBase + "exception_path: {police: {bgp: {packets_per_s: 20000000}}}\n", "t.yaml:4:48: exception_path.police.bgp.packets_per_s", "must be in 0..10000000"},
+        BadProfile{"ring_not_power", kBase + "exception_path: {ring_size: 1000}\n", "t.yaml:4:29: exception_path.ring_size", "power of two"},
+        BadProfile{"tap_without_services", "ports: [{name: wire, device: net_null0, tx_queues: 2, tap: qs0}]\n" + kLcores + kSink, "t.yaml:1:60: ports[0].tap", "a tap needs services"},
+        BadProfile{"tap_without_its_tx_queue", "ports: [{name: wire, device: net_null0, tx_queues: 1, tap: qs0}]\n" + kLcores + kSink + "services: [{addresses: [10.0.0.1], udp_ports: [443]}]\n", "t.yaml:1:52: ports[0].tx_queues", "at least 2, got 1"},
+        BadProfile{"tap_name_with_slash", "ports: [{name: wire, device: net_null0, tap: \"a/b\"}]\n" + kLcores + kSink, "t.yaml:1:46: ports[0].tap", "expected a kernel interface name"}),
+    case_name);
+
+TEST(Services, DecodeDumpAndReadBackTheSame) {
+  const std::string yaml =
+      "ports: [{name: wire, device: net_null0, tx_queues: 2, tap: qs-wire, promiscuous: true}]\n" + kLcores + kSink +
+      "services:\n  - {name: web, addresses: [192.0.2.10, \"2001:db8::10\"], udp_ports: [443, 8443]}\n"
+      "  - {addresses: [192.0.2.11], udp_ports: [443]}\n"
+      "exception_path: {ring_size: 256, police: {other: {packets_per_s: 10, bytes_per_s: 20000}}}\n";
+  const qs::Profile p = qs::parse_profile(yaml, "t.yaml");
+  ASSERT_EQ(p.steering.services.size(), 2u);
+  EXPECT_EQ(p.steering.services[0].name, "web");
+  EXPECT_EQ(p.steering.services[0].ipv4.size(), 1u);
+  EXPECT_EQ(p.steering.services[0].ipv6.size(), 1u);
+  EXPECT_EQ(p.steering.services[0].udp_ports, (std::vector<std::uint16_t>{443, 8443}));
+  EXPECT_EQ(p.steering.services[1].name, "service1");
+  EXPECT_EQ(p.ports[0].tap, "qs-wire");
+  EXPECT_TRUE(p.ports[0].promiscuous);
+  EXPECT_EQ(p.exception_path.ring_size, 256u);
+  EXPECT_EQ(p.exception_path.police[unsigned(qs::ExceptionClass::kOther)].packets_per_s, 10u);
+  EXPECT_EQ(p.exception_path.police[unsigned(qs::ExceptionClass::kBgp)].packets_per_s,
+            qs::ExceptionPathConfig::default_police()[unsigned(qs::ExceptionClass::kBgp)].packets_per_s);
+  const qs::Profile back = qs::parse_profile(qs::dump_profile(p, qs::DumpKeys::kInFull), "dump.yaml");
+  EXPECT_EQ(qs::dump_profile(back), qs::dump_profile(p));
+  EXPECT_FALSE(qs::reload_refusal(p, back).has_value());
+}
+
+TEST(Services, AReloadMayChangeTheListButNotWhetherThereIsOne) {
+  const std::string base = kBase;
+  const qs::Profile none = qs::parse_profile(base, "t.yaml");
+  const qs::Profile one =
+      qs::parse_profile(base + "services: [{addresses: [192.0.2.10], udp_ports: [443]}]\n", "t.yaml");
+  const qs::Profile other =
+      qs::parse_profile(base + "services: [{addresses: [192.0.2.20, 192.0.2.21], udp_ports: [80]}]\n", "t.yaml");
+  EXPECT_FALSE(qs::reload_refusal(one, other).has_value());
+  const auto on = qs::reload_refusal(none, one);
+  ASSERT_TRUE(on.has_value());
+  EXPECT_THAT(*on, StartsWith("services"));
+  ASSERT_TRUE(qs::reload_refusal(one, none).has_value());
+}
+
 TEST(ReloadRefusal, BackendsMayChangeInEveryWay) {
   const qs::Profile running = reload_parse(fleet_reload(kFleetA + kFleetB, kL2));
   EXPECT_EQ(qs::reload_refusal(running, running), std::nullopt);
