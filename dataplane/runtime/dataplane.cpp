@@ -332,6 +332,7 @@ void Dataplane::build_lcores() {
   }
 
   // Owners: connection shard and a TX stage for their own queue of each TX port.
+  std::printf("%s\n", services_summary(profile_).c_str());
   std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
               owners.size(), profile_.action.max_connections, profile_.action.max_connections,
               megabytes(2 * ConnectionTable::memory_bytes(profile_.action.max_connections)));
