@@ -17,6 +17,9 @@
 #   foreign  frames for another MAC from the router are dropped and counted
 #            (quicsteer_drops_total{reason="foreign_mac"} grows by exactly
 #            their number) and none reaches the TAP;
+#   own      frames the instance's host sends out of qsso-rx itself (UDP to the
+#            VIP's service port, broadcast), which net_af_packet shows
+#            quicsteer too, are dropped as own_frame, never steered;
 #   flood    a UDP flood at 10.79.10.2 port 9 from the router's namespace, as
 #            fast as one sender goes (tests/scaleout/udp_flood.cpp; the rate
 #            is printed), with downloads during it: BGP stays Established
@@ -218,6 +221,32 @@ wait "$tap_capture" 2>/dev/null
 n=$(tcpdump -n -r "$RQ_WORK/foreign-tap.pcap" 2>/dev/null | grep -c .)
 echo "  frames for $FOREIGN_MAC on the TAP: $n"
 [ "$n" -eq 0 ] || fail "$n frames for another MAC reached the kernel"
+
+# ---- own: the host's own frames out of the data port (issue 38 item 11)
+OWN=7
+log "own: $OWN frames to $QSSO_VIP:443 that the instance's host sends out of qsso-rx"
+scrape own0
+ip netns exec "$qs" python3 - qsso-rx "$(qsso_inst_mac 0)" "$ADDR" "$QSSO_VIP" "$OWN" <<'PY' ||
+import socket, struct, sys
+iface, src, saddr, daddr, n = sys.argv[1:6]
+payload = b"\x40" + b"\x00" * 1199  # what a host process's QUIC datagram would look like
+udp = struct.pack("!HHHH", 40000, 443, 8 + len(payload), 0) + payload
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                 socket.inet_aton(saddr), socket.inet_aton(daddr))
+csum = sum(struct.unpack("!10H", ip))
+csum = (csum & 0xFFFF) + (csum >> 16)
+csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
+ip = ip[:10] + struct.pack("!H", csum) + ip[12:]
+frame = b"\xff" * 6 + bytes.fromhex(src.replace(":", "")) + b"\x08\x00" + ip + udp
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+for _ in range(int(n)):
+    s.send(frame)
+PY
+  fail "could not send the host's frames"
+sleep 1.5
+scrape own1
+check $EXC delta "$RQ_WORK/own0.metrics" "$RQ_WORK/own1.metrics" 'quicsteer_drops_total{reason="own_frame"}' eq "$OWN"
 
 # ---- flood: the appliance's own address, downloads meanwhile
 log "flood: $FLOOD_S s of UDP at $ADDR port 9 from the router, $N downloads 1 s into it"
