@@ -200,6 +200,28 @@ def cmd_flood(a):
     return 1 if failures else 0
 
 
+def cmd_send(a):
+    """Writes N copies of one Ethernet/IPv4/UDP frame straight onto an
+    interface (a packet socket): a frame for another MAC from the router, or
+    one the appliance's host sends out of its data port."""
+    import socket
+    import struct
+    payload = a.payload.encode() if a.payload_len is None else b"\x40" + b"\x00" * (a.payload_len - 1)
+    udp = struct.pack("!HHHH", 40000, a.dport, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                     socket.inet_aton(a.saddr), socket.inet_aton(a.daddr))
+    csum = sum(struct.unpack("!10H", ip))
+    csum = (csum & 0xFFFF) + (csum >> 16)
+    csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
+    ip = ip[:10] + struct.pack("!H", csum) + ip[12:]
+    frame = bytes.fromhex(a.dst.replace(":", "")) + bytes.fromhex(a.src.replace(":", "")) + b"\x08\x00" + ip + udp
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((a.iface, 0))
+    for _ in range(a.n):
+        s.send(frame)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -229,8 +251,16 @@ def main():
     f.add_argument("--kernel-rx", type=int, required=True)
     f.add_argument("--seconds", type=float, required=True)
     f.add_argument("--packets-per-s", type=int, required=True)
+    x = sub.add_parser("send")
+    for arg in ("iface", "dst", "src", "saddr", "daddr"):
+        x.add_argument(arg)
+    x.add_argument("dport", type=int)
+    x.add_argument("n", type=int)
+    x.add_argument("--payload", default="quicsteer test frame")
+    x.add_argument("--payload-len", type=int, help="a QUIC-like short header of this many octets instead")
     a = ap.parse_args()
-    return {"sum": cmd_sum, "delta": cmd_delta, "up": cmd_up, "steady": cmd_steady, "flood": cmd_flood}[a.cmd](a)
+    return {"sum": cmd_sum, "delta": cmd_delta, "up": cmd_up, "steady": cmd_steady, "flood": cmd_flood,
+            "send": cmd_send}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -193,23 +193,8 @@ rq_wait_for "$RQ_WORK/foreign-tap.tcpdump" "listening on" 10 || fail "the TAP's 
 scrape foreign0
 # UDP to the instance's own address, port 9 (not the service): what the
 # exception path would hand to the kernel if it took frames for any MAC.
-ip netns exec "$rt" python3 - qsso-r0 "$FOREIGN_MAC" "$(qsso_rt_mac 0)" "$PEER" "$ADDR" "$FOREIGN" <<'PY' ||
-import socket, struct, sys
-iface, dst, src, saddr, daddr, n = sys.argv[1:7]
-payload = b"not for this MAC"
-udp = struct.pack("!HHHH", 40000, 9, 8 + len(payload), 0) + payload
-ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
-                 socket.inet_aton(saddr), socket.inet_aton(daddr))
-csum = sum(struct.unpack("!10H", ip))
-csum = (csum & 0xFFFF) + (csum >> 16)
-csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
-ip = ip[:10] + struct.pack("!H", csum) + ip[12:]
-frame = bytes.fromhex(dst.replace(":", "")) + bytes.fromhex(src.replace(":", "")) + b"\x08\x00" + ip + udp
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((iface, 0))
-for _ in range(int(n)):
-    s.send(frame)
-PY
+ip netns exec "$rt" $EXC send qsso-r0 "$FOREIGN_MAC" "$(qsso_rt_mac 0)" "$PEER" "$ADDR" 9 "$FOREIGN" \
+  --payload "not for this MAC" ||
   fail "could not send the foreign frames"
 sleep 1.5
 scrape foreign1
@@ -226,23 +211,10 @@ echo "  frames for $FOREIGN_MAC on the TAP: $n"
 OWN=7
 log "own: $OWN frames to $QSSO_VIP:443 that the instance's host sends out of qsso-rx"
 scrape own0
-ip netns exec "$qs" python3 - qsso-rx "$(qsso_inst_mac 0)" "$ADDR" "$QSSO_VIP" "$OWN" <<'PY' ||
-import socket, struct, sys
-iface, src, saddr, daddr, n = sys.argv[1:6]
-payload = b"\x40" + b"\x00" * 1199  # what a host process's QUIC datagram would look like
-udp = struct.pack("!HHHH", 40000, 443, 8 + len(payload), 0) + payload
-ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
-                 socket.inet_aton(saddr), socket.inet_aton(daddr))
-csum = sum(struct.unpack("!10H", ip))
-csum = (csum & 0xFFFF) + (csum >> 16)
-csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
-ip = ip[:10] + struct.pack("!H", csum) + ip[12:]
-frame = b"\xff" * 6 + bytes.fromhex(src.replace(":", "")) + b"\x08\x00" + ip + udp
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((iface, 0))
-for _ in range(int(n)):
-    s.send(frame)
-PY
+# Broadcast, so that only its source tells it apart; what a host process's
+# QUIC datagram to the service would look like.
+ip netns exec "$qs" $EXC send qsso-rx ff:ff:ff:ff:ff:ff "$(qsso_inst_mac 0)" "$ADDR" "$QSSO_VIP" 443 "$OWN" \
+  --payload-len 1200 ||
   fail "could not send the host's frames"
 sleep 1.5
 scrape own1
