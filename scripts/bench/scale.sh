@@ -20,8 +20,11 @@
 #   new                                  every packet the first Initial of a new
 #                                        connection (setup-table, CID and connection
 #                                        inserts; expiry after 1 s idle), a shard of 2M
-# Runs are interleaved, N of each (default 3, S seconds each after 1.5 s of
-# warm-up). Prints each configuration's median cycles per packet (TSC cycles
+# 1,024 frames circulate, as in ringloop.sh (with 2,048 the loop's own mbufs
+# and frames outgrow this Intel host's 2 MB L2 and every configuration pays
+# ~11 cycles more: solo as_is 90 at 128..1,024 frames, 102 at 2,048, 147 at
+# 4,096). Runs are interleaved, N of each (default 3, S seconds each after
+# 1.5 s of warm-up). Prints each configuration's median cycles per packet (TSC cycles
 # of the one lcore / packets received) with min..max, and the ratios in the
 # same run, with the targets:
 #   ratios.connections_1m_vs_1k      <= 1.5   (also _zipf, and 100k)
@@ -92,7 +95,8 @@ configs=(
 run_loop() {
   local dir=$1 name=$2 r=$3
   shift 3
-  "$dir/tests/bench/ring_loop" --layout solo --seconds "$seconds" --warmup 1.5 --eal-mb "$eal_mb" "${loop_memory[@]}" \
+  "$dir/tests/bench/ring_loop" --layout solo --packets 1024 --seconds "$seconds" --warmup 1.5 --eal-mb "$eal_mb" \
+    "${loop_memory[@]}" \
     "$@" --json "$work/$name-$r.json" > "$work/$name-$r.txt" 2>&1 ||
     { echo "scale.sh: ring_loop $name failed:" >&2; tail -5 "$work/$name-$r.txt" >&2; exit 1; }
 }
