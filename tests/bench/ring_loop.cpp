@@ -3,7 +3,8 @@
 //
 //   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //             [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]
-//             [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]]
+//             [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]
+//              [--max-connections M]]
 //
 // --scale (solo layout only) makes the circulating frames stand for many
 // connections (scale_traffic.h: an RX callback rewrites each one's DCID and
@@ -22,6 +23,8 @@
 //                the forwarding tables on: setup-table and connection-table
 //                inserts), a shard of N (action.max_connections) whose
 //                entries expire after --idle-ms
+// --max-connections M sizes the shard apart from N (a large shard with few
+// live connections: what its size costs without their misses).
 // The JSON then also says what EAL memory start-up took, the tables' bytes,
 // and the window's new connections and untracked packets.
 //
@@ -105,12 +108,14 @@ struct Options {
   std::uint32_t connections = 1000;
   double zipf = 0;            // 0: round-robin over the connections
   std::uint32_t idle_ms = 0;  // action.idle_timeout_ms; 0: the profile's default
+  std::uint32_t max_connections = 0;  // action.max_connections; 0: --connections
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
                        "                 [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]\n"
-                       "                 [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]]\n");
+                       "                 [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]\n"
+                       "                  [--max-connections M]]\n");
   std::exit(2);
 }
 
@@ -136,6 +141,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--connections") o.connections = std::uint32_t(std::stoul(v));
     else if (a == "--zipf") o.zipf = std::stod(v);
     else if (a == "--idle-ms") o.idle_ms = std::uint32_t(std::stoul(v));
+    else if (a == "--max-connections") o.max_connections = std::uint32_t(std::stoul(v));
     else usage();
   }
   if (!o.scale.empty()) {
@@ -207,7 +213,7 @@ std::string scale_yaml(const std::string& device, const Options& opt) {
   // The action line is the last of `steering`: the shard's size goes into it.
   steering.pop_back();  // "\n"
   steering.pop_back();  // "}"
-  steering += ", max_connections: " + std::to_string(opt.connections) +
+  steering += ", max_connections: " + std::to_string(opt.max_connections ? opt.max_connections : opt.connections) +
               (opt.idle_ms ? ", idle_timeout_ms: " + std::to_string(opt.idle_ms) : std::string()) + "}\n";
   return "ports:\n  - {name: loop, device: \"" + device +
          "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
