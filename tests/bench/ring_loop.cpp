@@ -477,7 +477,7 @@ int run(const Options& opt) {
   if (!opt.scale.empty()) {
     std::printf("ring_loop scale %s (%s): %u connections%s, %.1f cycles per packet, %.3f Mpps; in the window "
                 "%.0f new connections/s, %llu untracked, %llu expired, %llu live at its end; start-up took %.1f MB "
-                "of EAL memory (tables %.1f MB, %.1f octets per connection)%s\n",
+                "of EAL memory (tables %.1f MB, %.1f octets per connection)%s; %.1f packets per RX burst\n",
                 opt.scale.c_str(), cpu_model().c_str(), opt.connections,
                 opt.zipf > 0 ? (", zipf " + std::to_string(opt.zipf)).c_str() : "", cycles_per_packet, mpps, new_per_s,
                 static_cast<unsigned long long>(b.untracked - a.untracked),
@@ -485,7 +485,8 @@ int run(const Options& opt) {
                 static_cast<unsigned long long>(b.connections_live), double(eal_startup) / 1048576.0,
                 double(scale.table_bytes) / 1048576.0, double(scale.table_bytes) / double(opt.connections),
                 opt.scale == "forwarding" ? (", " + std::to_string(scale.forwarding_entries) + " forwarding entries").c_str()
-                                          : "");
+                                          : "",
+                scale.stream.bursts ? double(scale.stream.next) / double(scale.stream.bursts) : 0.0);
   }
   if (!opt.json.empty()) {
     std::ofstream o(opt.json);

@@ -56,6 +56,7 @@ struct ScaleStream {
   std::uint64_t preamble = 0;        // records before the cycle
   std::uint64_t cycle_mask = 0;      // the cycle's length - 1 (a power of two)
   std::uint64_t next = 0;            // packets rewritten so far
+  std::uint64_t bursts = 0;          // callbacks with at least one packet (next / bursts: the RX burst's mean)
   bool initials = false;             // --scale new: counter-made CIDs, no records
 };
 
@@ -117,6 +118,7 @@ inline std::uint16_t rewrite_for_scale(std::uint16_t, std::uint16_t, rte_mbuf** 
                                        void* user_param) {
   auto& s = *static_cast<ScaleStream*>(user_param);
   const FrameLayout& l = s.layout;
+  if (n != 0) ++s.bursts;
   if (s.initials) {
     for (std::uint16_t i = 0; i < n; ++i) {
       auto* f = rte_pktmbuf_mtod(pkts[i], std::uint8_t*);
