@@ -4,7 +4,7 @@
 //   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //             [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]
 //             [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]
-//              [--max-connections M]]
+//              [--max-connections M] [--early-prefetch]]
 //
 // --scale (solo layout only) makes the circulating frames stand for many
 // connections (scale_traffic.h: an RX callback rewrites each one's DCID and
@@ -25,6 +25,9 @@
 //                entries expire after --idle-ms
 // --max-connections M sizes the shard apart from N (a large shard with few
 // live connections: what its size costs without their misses).
+// --early-prefetch (connections and backends; an experiment on the harness
+// side, not quicsteer's data path): the callback also prefetches each
+// packet's CID-table slot, before quicsteer classifies the burst.
 // The JSON then also says what EAL memory start-up took, the tables' bytes,
 // and the window's new connections and untracked packets.
 //
@@ -109,13 +112,14 @@ struct Options {
   double zipf = 0;            // 0: round-robin over the connections
   std::uint32_t idle_ms = 0;  // action.idle_timeout_ms; 0: the profile's default
   std::uint32_t max_connections = 0;  // action.max_connections; 0: --connections
+  bool early_prefetch = false;        // an experiment: see scale_traffic.h
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
                        "                 [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]\n"
                        "                 [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]\n"
-                       "                  [--max-connections M]]\n");
+                       "                  [--max-connections M] [--early-prefetch]]\n");
   std::exit(2);
 }
 
@@ -125,6 +129,10 @@ Options parse_options(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--hugepages") {
       o.hugepages = true;
+      continue;
+    }
+    if (a == "--early-prefetch") {
+      o.early_prefetch = true;
       continue;
     }
     if (i + 1 >= argc) usage();
@@ -369,6 +377,9 @@ void build_scale(const Options& opt, const qs::Profile& profile, qs::Dataplane& 
     }
   }
   qs::bench::fill_stream(s, connections, opt.zipf, 7);
+  if (opt.early_prefetch)
+    for (const auto& c : dp.lcores())
+      if (c->shard.cids != nullptr) s.early_table = c->shard.cids, s.early_seed = c->shard.seed;
 }
 
 // What the window measured: the share of packets each steering rule routed.

@@ -33,6 +33,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "dataplane/fastpath/connection_table.h"
+
 namespace qs::bench {
 
 struct ScaleRecord {  // 24 octets: one connection as the frame carries it
@@ -58,6 +60,12 @@ struct ScaleStream {
   std::uint64_t next = 0;            // packets rewritten so far
   std::uint64_t bursts = 0;          // callbacks with at least one packet (next / bursts: the RX burst's mean)
   bool initials = false;             // --scale new: counter-made CIDs, no records
+  // --early-prefetch (an experiment, not quicsteer's data path): the owner's
+  // CID table and seed, so that the callback prefetches each packet's slot
+  // before quicsteer classifies the burst, as a receiver that hashed the
+  // DCID right after parsing it would.
+  const ConnectionTable* early_table = nullptr;
+  std::uint64_t early_seed = 0;
 };
 
 inline constexpr std::uint64_t kCycleRecords = 1u << 20;
@@ -135,6 +143,7 @@ inline std::uint16_t rewrite_for_scale(std::uint16_t, std::uint16_t, rte_mbuf** 
     std::memcpy(f + l.dcid_offset, r.cid, 17);
     std::memcpy(f + l.src_addr_offset, &r.src_ipv4, 4);
     std::memcpy(f + l.src_port_offset, &r.src_port, 2);
+    if (s.early_table != nullptr) s.early_table->prefetch(ConnectionTable::hash_cid(r.cid, 17, s.early_seed));
   }
   return n;
 }
