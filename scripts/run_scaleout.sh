@@ -3,8 +3,11 @@
 # Several quicsteer instances behind a router's ECMP, live: makes the network
 # namespaces of tests/scaleout/scaleout_topology.sh (clients, a router with
 # FRR, two instances each with quicsteer on configs/scaleout.yaml, FRR and a
-# health watcher, four quicsteer-servers with QUIC-LB server IDs), shows the
-# router's BGP sessions, BFD peers and ECMP route, then runs 20 downloads of
+# health watcher, four quicsteer-servers with QUIC-LB server IDs; each
+# instance's data port is quicsteer's alone, its addresses, BGP and BFD on
+# the TAP of quicsteer's exception path), shows the router's BGP sessions,
+# BFD peers, its neighbour entries for the instances (learnt by ARP and ND
+# through quicsteer) and ECMP route, then runs 20 downloads of
 # 5 MiB around each event (instance 0 crashes; it returns; instance 1
 # drains; instance 1 falls silent, BFD notices) while a line per change of
 # the router's next hops shows the ECMP set move. Each transfer's sha256 is
@@ -37,6 +40,11 @@ SO_PROFILE=$SO_SRC/configs/scaleout.yaml
 so_all_up || exit 1
 qsso_vtysh rt "show bgp summary" | sed -n '/^Neighbor/,/^$/p'
 qsso_vtysh rt "show bfd peers brief"
+for i in 0 1; do  # a ping each way of the instance's addresses: ARP and ND through quicsteer
+  ip netns exec "$(qsso_ns rt)" ping -q -c 1 -W 1 "$(qsso_inst_addr "$i")" | grep 'packet loss'
+  ip netns exec "$(qsso_ns rt)" ping -6 -q -c 1 -W 1 "$(qsso_inst_addr6 "$i")" | grep 'packet loss'
+  ip -n "$(qsso_ns rt)" neigh show dev "qsso-r$i"
+done
 ip -n "$(qsso_ns rt)" route show "$QSSO_VIP/32"
 
 # one line per change of the router's ECMP set

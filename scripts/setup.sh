@@ -19,6 +19,7 @@ packages=(
   python3-prometheus-client        # the live test parses the Prometheus endpoint with its text parser
   python3-cryptography             # quicsteer-cid's test recomputes the DCID hash (AES) on its own
   frr curl                         # the scaleout suite: BGP and BFD (zebra, bgpd, bfdd), the health watcher's HTTP
+  nftables iputils-ping            # the scaleout suite: a data port the kernel cannot see (netdev ingress), ping over the TAP
   systemd                          # systemd-analyze verify checks quicsteer@.service (quicsteer_install)
 )
 

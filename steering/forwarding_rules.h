@@ -215,6 +215,15 @@ class ForwardingTables {
     return removed;
   }
 
+  // The target the established table learned for a 4-tuple given as
+  // tuple_octets() lays one out (input, n octets), or none; learns nothing.
+  // For a packet about a connection that is not one of its own, such as an
+  // ICMP error quoting a server's datagram (PacketClassifier::route_quoted).
+  Resolution find_tuple(const OwnerResolver& r, const std::uint8_t* input, std::size_t n, std::uint32_t now_ms) {
+    const ForwardingTable::Entry e = established_.find_entry(table_hash(seed_ ^ kTupleSeed, input, n), now_ms);
+    return e.found() ? r.resolution(e.target(), ResolveMethod::kLearnedTuple) : Resolution{};
+  }
+
   // Routes a QUIC packet with a DCID that QUIC-LB did not route, learning as
   // it goes (see the top of this file).
   Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,

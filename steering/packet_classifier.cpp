@@ -1,6 +1,72 @@
 #include "steering/packet_classifier.h"
 
+#include <cstring>
+
 namespace qs {
+
+bool PacketClassifier::route_quoted(const std::uint8_t* frame, std::size_t len, Decision& d, std::uint32_t now_ms) {
+  ParsedPacket& p = d.packet;
+  if (p.fragment || (p.ip_version == 4 && p.ip_proto != 1) || (p.ip_version == 6 && p.ip_proto != 58)) return false;
+  const bool v6 = p.ip_version == 6;
+  // The ICMP header: after IPv4's IHL, or straight after IPv6's fixed
+  // header (errors carry no extension headers in practice).
+  const std::size_t icmp = v6 ? p.l3_offset + 40u : p.l3_offset + std::size_t(frame[p.l3_offset] & 0x0f) * 4;
+  if (v6 && frame[p.l3_offset + 6] != 58) return false;
+  const std::size_t alen = v6 ? 16 : 4;
+  const std::size_t inner = icmp + 8;
+  const std::size_t inner_ip_len = v6 ? 40 : 20;
+  if (len < inner + inner_ip_len + 8) return false;
+  const std::uint8_t type = frame[icmp];
+  // Errors only: destination unreachable, time exceeded, parameter problem
+  // (IPv4 3, 11, 12; IPv6 1, 3, 4) and IPv6's packet too big (2).
+  const bool error = v6 ? (type >= 1 && type <= 4) : (type == 3 || type == 11 || type == 12);
+  if (!error) return false;
+  const std::uint8_t* q = frame + inner;
+  std::size_t q_l4;
+  if (v6) {
+    if ((q[0] >> 4) != 6 || q[6] != 17) return false;
+    q_l4 = 40;
+  } else {
+    if ((q[0] >> 4) != 4 || q[9] != 17 || (((q[6] << 8) | q[7]) & 0x1fff) != 0) return false;
+    q_l4 = std::size_t(q[0] & 0x0f) * 4;
+    if (q_l4 < 20 || len < inner + q_l4 + 8) return false;
+  }
+  // The quoted datagram left the service address the error was sent to.
+  const std::uint8_t* q_src = q + (v6 ? 8 : 12);
+  const std::uint8_t* q_dst = q + (v6 ? 24 : 16);
+  if (std::memcmp(q_src, p.dst_addr(frame), alen) != 0) return false;
+  const std::uint8_t* udp = q + q_l4;
+  Resolution r;
+  // A long header's SCID is the server's CID: QUIC-LB routes it.
+  const std::size_t quic = inner + q_l4 + 8;
+  if (len > quic + 6 && (frame[quic] & 0x80) && resolver_.mode() == SteeringMode::kCid) {
+    const std::uint8_t dcid_len = frame[quic + 5];
+    const std::size_t scid_at = quic + 7 + dcid_len;
+    if (dcid_len <= 20 && len > scid_at) {
+      const std::uint8_t scid_len = frame[scid_at - 1];
+      if (scid_len > 0 && scid_len <= 20 && len >= scid_at + scid_len)
+        r = resolver_.resolve_quic_lb(frame + scid_at, scid_len, len - scid_at);
+    }
+  }
+  // Else the 4-tuple the client's packets taught the tables, in the order
+  // tuple_octets lays out a client -> server datagram.
+  if (!r.routed() && tables_ != nullptr) {
+    std::uint8_t input[38];
+    input[0] = p.ip_version;
+    input[1] = 17;
+    input[2] = udp[2], input[3] = udp[3];  // the client's port: the quote's destination
+    input[4] = udp[0], input[5] = udp[1];  // the service's port
+    std::memcpy(input + 6, q_dst, alen);
+    std::memcpy(input + 6 + alen, q_src, alen);
+    r = tables_->find_tuple(resolver_, input, 6 + 2 * alen, now_ms);
+  }
+  if (!r.routed()) return false;
+  d.resolution = r;
+  d.destination = Destination::kService;
+  p.verdict = Verdict::kNotQuic;
+  p.l4_offset = std::uint16_t(icmp);
+  return true;
+}
 
 void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
                                       const std::uint16_t* lens, unsigned n,
@@ -38,6 +104,7 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
       d.destination = destination(frame, d.packet);
       if (d.destination != Destination::kService) [[unlikely]] {
         d.resolution = Resolution{};
+        if (d.destination == Destination::kNotService) route_quoted(frame, lens[base + i], d, now_ms);
         continue;
       }
       if (routes_by_dcid(d.packet)) {

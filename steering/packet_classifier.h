@@ -61,7 +61,11 @@ class PacketClassifier {
     Decision d;
     parse_packet(frame, len, parser_, d.packet);
     d.destination = destination(frame, d.packet);
-    if (d.destination == Destination::kService) d.resolution = resolve(frame, d.packet, now_ms, counts);
+    if (d.destination == Destination::kService) {
+      d.resolution = resolve(frame, d.packet, now_ms, counts);
+    } else if (d.destination == Destination::kNotService) {
+      route_quoted(frame, len, d, now_ms);
+    }
     return d;
   }
 
@@ -77,6 +81,18 @@ class PacketClassifier {
     }
     return resolver_.resolve(frame, p);
   }
+
+  // An ICMP or ICMPv6 error sent to a service address (a router on the way
+  // to a client reports a server's datagram: too big, unreachable, time
+  // exceeded) belongs to the connection of the datagram it quotes, whose
+  // backend must hear of it (as Katran routes them). The quote is a
+  // server -> client UDP datagram from the service address: its QUIC long
+  // header's SCID (the server's CID, by QUIC-LB), else the connection's
+  // 4-tuple as the forwarding tables learned it from the client. Routed:
+  // true, with the resolution in d and the frame then steered as UDP that
+  // is not QUIC (verdict kNotQuic, l4_offset at the ICMP header). A quote
+  // that names no connection leaves d as it is (not_service).
+  bool route_quoted(const std::uint8_t* frame, std::size_t len, Decision& d, std::uint32_t now_ms);
 
   // lens[i]: the bytes of frames[i] that can be read; frame_lens[i] (when
   // given): the whole frame's length, larger for a multi-segment mbuf whose

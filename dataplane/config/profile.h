@@ -219,6 +219,11 @@ std::string key_fingerprint(const std::array<std::uint8_t, 16>& key);
 // writing a profile file (the round-trip tests hold dump and loader to it).
 enum class DumpKeys { kFingerprints, kInFull };
 
+// What the data path steers, in one line for people (--check, the start-up
+// log): "services: web 192.0.2.10 udp 443; ..." or, without services,
+// that every UDP datagram is.
+std::string services_summary(const Profile& profile);
+
 // The resolved profile, every default filled in, as YAML that load_profile
 // accepts (with kInFull; with fingerprints, all but the keys).
 std::string dump_profile(const Profile& profile, DumpKeys keys = DumpKeys::kFingerprints);

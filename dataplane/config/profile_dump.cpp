@@ -24,6 +24,24 @@ std::string key_fingerprint(const std::array<std::uint8_t, 16>& key) {
   return "sha256:" + to_hex(digest.data(), 4);
 }
 
+std::string services_summary(const Profile& p) {
+  if (p.steering.services.empty())
+    return "services: none; every UDP datagram is steered (no exception path, no MAC filter)";
+  std::string out = "services:";
+  for (std::size_t i = 0; i < p.steering.services.size(); ++i) {
+    const ServiceConfig& svc = p.steering.services[i];
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) on "x" + string here.
+    out.append(i ? "; " : " ").append(svc.name);
+    for (const auto& a : svc.ipv4) out.append(" ").append(config::format_ipv4(a));
+    for (const auto& a : svc.ipv6) out.append(" ").append(config::format_ipv6(a));
+    out.append(" udp");
+    for (std::size_t k = 0; k < svc.udp_ports.size(); ++k)
+      out.append(k ? "," : " ").append(std::to_string(svc.udp_ports[k]));
+  }
+  out += "; only their traffic is steered, the rest is the appliance's own";
+  return out;
+}
+
 std::string dump_profile(const Profile& p, DumpKeys keys) {
   const auto show = [keys](const std::array<std::uint8_t, 16>& key) {
     return keys == DumpKeys::kInFull ? to_hex(key.data(), key.size()) : key_fingerprint(key);
@@ -151,7 +169,9 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     out << YAML::EndSeq;
   }
 
-  // Without services every UDP datagram is steered: the key stays out.
+  // Without services every UDP datagram is steered: the key stays out, and
+  // a comment says so.
+  if (p.steering.services.empty()) out << YAML::Newline << YAML::Comment(services_summary(p));
   if (!p.steering.services.empty()) {
     out << YAML::Key << "services" << YAML::Value << YAML::BeginSeq;
     for (const ServiceConfig& svc : p.steering.services) {

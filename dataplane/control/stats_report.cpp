@@ -223,12 +223,8 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   for (const auto& r : s.rings)
     print_fields(out, heading("  ring " + std::to_string(r.from_lcore) + "->" + std::to_string(r.to_lcore)), kRingFields,
                  r);
-  for (const auto& x : s.exception) {
-    ExceptionSnapshot zero;
-    bool any = false;
-    for (const auto& f : kExceptionFields) any = any || x.*f.value != zero.*f.value;
-    if (any) print_fields(out, heading("  exception " + x.port + " " + x.cls), kExceptionFields, x);
-  }
+  for (const auto& x : s.exception)
+    print_fields(out, heading("  exception " + x.port + " " + x.cls), kExceptionFields, x);
   for (const auto& p : s.ports) {
     char prefix[32];
     std::snprintf(prefix, sizeof prefix, "  port %-8s  ", p.name.c_str());

@@ -20,6 +20,7 @@ enum class DropReason : unsigned {
   kBackendDown,  // steered to a backend whose state is down (or that a reload removed)
   kTooBig,       // larger than the TX port's MTU once encapsulated for its backend
   kNoOwner,      // the classifier named no owner of this data path (never expected: checked, not trusted)
+  kOwnFrame,     // from the port's own MAC: the host's (or quicsteer's) frame out of an interface the driver reads
   // With services (steering/service_table.h):
   kForeignMac,     // the destination MAC is another host's (neither the port's, broadcast nor multicast)
   kNotService,     // to a service address, but not UDP to one of its ports
@@ -44,6 +45,7 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kBackendDown: return "backend_down";
     case DropReason::kTooBig: return "too_big";
     case DropReason::kNoOwner: return "no_owner";
+    case DropReason::kOwnFrame: return "own_frame";
     case DropReason::kForeignMac: return "foreign_mac";
     case DropReason::kNotService: return "not_service";
     case DropReason::kNoTap: return "no_tap";

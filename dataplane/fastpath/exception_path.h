@@ -120,10 +120,13 @@ class HostAddresses {
     std::uint64_t v6[2] = {0, 0};
     if (ipv4) std::memcpy(&v4, ipv4, 4);
     if (ipv6) std::memcpy(v6, ipv6, 16);
-    v4_.store(v4, std::memory_order_relaxed);
-    v6_[0].store(v6[0], std::memory_order_relaxed);
-    v6_[1].store(v6[1], std::memory_order_relaxed);
-    has_.store(unsigned(ipv4 != nullptr) | unsigned(ipv6 != nullptr) << 1, std::memory_order_relaxed);
+    // Release stores, acquire loads in read(): a reader that sees any of
+    // these sees the odd count before them too (no fence: ThreadSanitizer
+    // knows none).
+    v4_.store(v4, std::memory_order_release);
+    v6_[0].store(v6[0], std::memory_order_release);
+    v6_[1].store(v6[1], std::memory_order_release);
+    has_.store(unsigned(ipv4 != nullptr) | unsigned(ipv6 != nullptr) << 1, std::memory_order_release);
     seq_.fetch_add(1, std::memory_order_release);
   }
   // Copies the address of the family (4 or 16 octets) into out; false when
@@ -132,10 +135,9 @@ class HostAddresses {
     for (;;) {
       const std::uint32_t before = seq_.load(std::memory_order_acquire);
       if (before & 1) continue;
-      const unsigned has = has_.load(std::memory_order_relaxed);
-      const std::uint32_t v4 = v4_.load(std::memory_order_relaxed);
-      const std::uint64_t v6[2] = {v6_[0].load(std::memory_order_relaxed), v6_[1].load(std::memory_order_relaxed)};
-      std::atomic_thread_fence(std::memory_order_acquire);
+      const unsigned has = has_.load(std::memory_order_acquire);
+      const std::uint32_t v4 = v4_.load(std::memory_order_acquire);
+      const std::uint64_t v6[2] = {v6_[0].load(std::memory_order_acquire), v6_[1].load(std::memory_order_acquire)};
       if (seq_.load(std::memory_order_relaxed) != before) continue;
       if (!(has & (ipv6 ? 2u : 1u))) return false;
       if (ipv6) std::memcpy(out, v6, 16); else std::memcpy(out, &v4, 4);

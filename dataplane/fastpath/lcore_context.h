@@ -48,6 +48,10 @@ struct alignas(kCacheLine) RxQueueContext {
   // With services: the MAC filter, police and counters of the exception
   // path (nullptr without services: every frame is steered).
   std::unique_ptr<ExceptionRx> exception;
+  // The port's MAC as ExceptionRx::port_mac holds one, on a driver that
+  // shows what the host sends out of its interface (net_af_packet, net_pcap
+  // on an interface): frames from it are dropped (own_frame). 0: no check.
+  std::uint64_t own_source = 0;
   RxQueueStats stats;
 };
 

@@ -566,19 +566,29 @@ void to_kernel(LcoreContext& c, RxQueueContext& q, rte_mbuf* m, std::uint64_t no
   q.stats.to_kernel.add();
 }
 
-// With services: frames for another host's MAC leave the burst (counted as
-// foreign_mac), the rest close up in order. Returns how many remain.
-unsigned drop_foreign_macs(RxQueueContext& q, rte_mbuf** pkts, unsigned n) {
-  const ExceptionRx& x = *q.exception;
-  unsigned kept = 0;
+// Frames from the port's own MAC (own_frame: a driver that shows the
+// host's outgoing frames) and, with services, frames for another host's MAC
+// (foreign_mac) leave the burst; the rest close up in order. Returns how
+// many remain.
+unsigned filter_macs(RxQueueContext& q, rte_mbuf** pkts, unsigned n) {
+  const ExceptionRx* x = q.exception.get();
+  unsigned kept = 0, own = 0, foreign = 0;
   for (unsigned i = 0; i < n; ++i) {
-    if (x.accepts(rte_pktmbuf_mtod(pkts[i], const std::uint8_t*))) [[likely]] {
-      pkts[kept++] = pkts[i];
-    } else {
+    const auto* frame = rte_pktmbuf_mtod(pkts[i], const std::uint8_t*);
+    std::uint64_t src = 0;
+    std::memcpy(&src, frame + 6, 6);
+    if (q.own_source != 0 && src == q.own_source) [[unlikely]] {
+      ++own;
       rte_pktmbuf_free(pkts[i]);
+    } else if (x != nullptr && !x->accepts(frame)) [[unlikely]] {
+      ++foreign;
+      rte_pktmbuf_free(pkts[i]);
+    } else {
+      pkts[kept++] = pkts[i];
     }
   }
-  if (kept != n) count_drop(q.stats.drops, DropReason::kForeignMac, n - kept);
+  if (own != 0) count_drop(q.stats.drops, DropReason::kOwnFrame, own);
+  if (foreign != 0) count_drop(q.stats.drops, DropReason::kForeignMac, foreign);
   return kept;
 }
 
@@ -592,7 +602,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   tsan_acquire_burst(pkts, received);
   q.stats.rx.add(received);
   work += received;
-  const unsigned n = q.exception ? drop_foreign_macs(q, pkts, received) : received;
+  const unsigned n = q.exception || q.own_source != 0 ? filter_macs(q, pkts, received) : received;
   if (n == 0) return work;
   // reflect sends a packet back out of m->port, which not every PMD sets
   // (net_ring leaves it invalid: an index past the TX stages).

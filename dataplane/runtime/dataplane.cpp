@@ -289,6 +289,14 @@ void Dataplane::build_lcores() {
         q->exception->policer.configure(profile_.exception_path.police, port.rx_queues, rte_get_tsc_hz());
         polls_a_tap_port = polls_a_tap_port || !port.tap.empty();
       }
+      // net_af_packet and net_pcap on an interface also read what the host
+      // sends out of it (a host process's UDP to a QUIC port would be steered).
+      const std::string driver = port_driver_name(q->port_id);
+      const std::string& device = profile_.ports[ref.port].device;
+      if (driver == "net_af_packet" ||
+          (driver == "net_pcap" && (device.find("rx_iface=") != std::string::npos ||
+                                    device.find(",iface=") != std::string::npos)))
+        q->own_source = mac_to_u64(port_mac(q->port_id, profile_.ports[ref.port].name));
       ctx->rx.push_back(std::move(q));
     }
     if (polls_a_tap_port) ctx->kernel_rings = taps_->rings_for_lcore();
@@ -332,6 +340,7 @@ void Dataplane::build_lcores() {
   }
 
   // Owners: connection shard and a TX stage for their own queue of each TX port.
+  std::printf("%s\n", services_summary(profile_).c_str());
   std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
               owners.size(), profile_.action.max_connections, profile_.action.max_connections,
               megabytes(2 * ConnectionTable::memory_bytes(profile_.action.max_connections)));

@@ -209,12 +209,17 @@ void configure_and_start_port(std::uint16_t port_id, const PortConfig& cfg,
 
   rc = rte_eth_dev_start(port_id);
   if (rc != 0) fail(cfg, "cannot start: " + start_failure(cfg, rc));
-  // Not every vdev supports either; harmless when not.
+  // Not every vdev supports these; harmless when not.
   if (cfg.promiscuous) {
     rte_eth_promiscuous_enable(port_id);
   } else {
     rte_eth_promiscuous_disable(port_id);
   }
+  // The kernel behind a TAP listens to multicast groups the NIC's filter
+  // does not know of (IPv6 solicited-node addresses for Neighbour
+  // Discovery, all-nodes, LLDP's): the port takes every multicast frame,
+  // and the exception path's police bounds what that lets in.
+  if (!cfg.tap.empty()) rte_eth_allmulticast_enable(port_id);
 
   const char* fast_free = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) != 0 ? "on"
                           : !(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) ? "off (driver)"

@@ -561,6 +561,31 @@ TEST(IcmpTooBig, Ipv6PacketTooBig) {
   EXPECT_EQ(hex_range(ip, 48, 1280), hex_range(frame.data(), 14, 14 + 1232));
 }
 
+// With a TAP the reply leaves from the appliance's own address, never from
+// the VIP the frame was sent to (issue 36); checksums follow the source.
+TEST(IcmpTooBig, FromTheAppliancesAddressWhenOneIsGiven) {
+  const std::uint8_t appliance4[4] = {10, 77, 1, 2};
+  const auto frame = client_frame(false, 1400, 100);
+  std::vector<std::uint8_t> out(kMaxIcmpTooBigFrame);
+  ASSERT_GT(build_icmp_too_big(frame.data(), std::uint32_t(frame.size()), 18, false, 1430, test::kRxPortMac,
+                               out.data(), std::uint32_t(out.size()), appliance4),
+            0u);
+  const std::uint8_t* ip = out.data() + 18;
+  EXPECT_EQ(hex_range(ip, 12, 20), "0a4d0102" "c6336407");  // from the appliance to the client
+  EXPECT_TRUE(ipv4_header_ok(ip));
+  EXPECT_EQ(icmp_checksum_residue(ip + 20, 556), 0);
+
+  const std::uint8_t appliance6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2};
+  const auto frame6 = client_frame(true, 1500);
+  ASSERT_GT(build_icmp_too_big(frame6.data(), std::uint32_t(frame6.size()), 14, true, 1430, test::kRxPortMac,
+                               out.data(), std::uint32_t(out.size()), appliance6),
+            0u);
+  const std::uint8_t* ip6 = out.data() + 14;
+  EXPECT_EQ(hex_range(ip6, 8, 24), hex_range(appliance6, 0, 16));
+  EXPECT_EQ(hex_range(ip6, 24, 40), hex_range(frame6.data(), 14 + 8, 14 + 24)) << "to the client";
+  EXPECT_EQ(icmpv6_checksum_residue(ip6), 0);
+}
+
 TEST(IcmpTooBig, ShortOriginalsAreQuotedWhole) {
   for (const bool v6 : {false, true}) {
     const auto frame = client_frame(v6, 200);

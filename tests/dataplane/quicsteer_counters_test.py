@@ -24,7 +24,10 @@ BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 PREFIX = f"qs-counters-{os.getpid()}"
-SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend")
+SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend", "exception")
+# The exception path's counters need a TAP (root, /dev/net/tun): a run of
+# their own (exception_run below).
+MAIN_RUN_SCOPES = SCOPES[:-1]
 
 
 def profile_text(pcap, json_path, fleet):
@@ -47,7 +50,7 @@ def summary_blocks(text):
     A block is a heading line and the lines wrapped under it."""
     text = text[text.find("== quicsteer summary"):]
     blocks = {s: [] for s in SCOPES}
-    headings = [(re.compile(r"^    receive {2,}\S"), "receive"), (re.compile(r"^    queues {2,}\S"), "queue"),
+    headings = [(re.compile(r"^    exception \S+ (arp|nd|bgp|bfd|link|icmp|other) +\w+ \d"), "exception"), (re.compile(r"^    receive {2,}\S"), "receive"), (re.compile(r"^    queues {2,}\S"), "queue"),
                 (re.compile(r"^    owner {2,}\S"), "owner"), (re.compile(r"^    lcores {2,}\S"), "lcore"),
                 (re.compile(r"^    forwarding {2,}\S"), "forwarding"), (re.compile(r"^    ring \d+->\d+ "), "ring"),
                 (re.compile(r"^  port \S+ "), "port")]
@@ -139,7 +142,7 @@ with tempfile.TemporaryDirectory() as tmp:
                  "lcore": lcores, "ring": list(tel["/quicsteer/rings"].values()),
                  "port": list(tel["/quicsteer/ports"].values()), "forwarding": [tel["/quicsteer/forwarding"]],
                  "backend": list(tel["/quicsteer/backends"].values())}
-    for scope in SCOPES:
+    for scope in MAIN_RUN_SCOPES:
         check(len(json_items[scope]) > 0 and len(tel_items[scope]) > 0 and len(blocks[scope]) > 0,
               f"{scope}: the run has some ({len(json_items[scope])} in the JSON, {len(tel_items[scope])} in telemetry, "
               f"{len(blocks[scope])} in the summary)")
@@ -148,6 +151,8 @@ with tempfile.TemporaryDirectory() as tmp:
     missing = {"summary": [], "JSON": [], "telemetry": [], "Prometheus": []}
     for c in counters:
         scope, name = c["scope"], c["name"]
+        if scope not in MAIN_RUN_SCOPES:
+            continue
         if not blocks[scope] or not all(in_summary(b, name) for b in blocks[scope]):
             missing["summary"].append(f"{scope}.{name}")
         if not json_items[scope] or not all(isinstance(item.get(name), int) for item in json_items[scope]):
@@ -169,5 +174,60 @@ with tempfile.TemporaryDirectory() as tmp:
                       for (name, labels), value in scraped.items() if name == "quicsteer_parked_seconds_total"}
     check(len(scraped_parked) == len(stats["queues"]) and scraped_parked == parked,
           f"quicsteer_parked_seconds_total is parked_us in seconds: {scraped_parked} vs {parked}")
+
+
+def exception_run(tmp):
+    """A port with services and a TAP (net_null, nothing received): each of
+    its classes is a row of the exception scope in every output, zeros
+    included; the kernel's own frames on the TAP (IPv6 router solicitations,
+    MLD) are counted as from_kernel."""
+    tap = f"qsct{os.getpid() % 100000}"
+    json_path = os.path.join(tmp, "exception.json")
+    prefix = PREFIX + "-x"
+    run = write(os.path.join(tmp, "exception.yaml"), f"""eal: {eal(prefix)}
+ports:
+  - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
+mempool: {{mbufs: 4095, cache: 32}}
+lcores: [{{id: 1, rx: ["wire:0"], owner: true}}]
+services: [{{addresses: [10.9.9.9], udp_ports: [443]}}]
+action: {{type: sink}}
+polling: {{idle_sleep_us: 100}}
+telemetry: {{prometheus_listen: "127.0.0.1:0"}}
+stats: {{period_ms: 100, json: "{json_path}"}}
+""")
+    proc, out = start([QUICSTEER, "--", "--profile", run])
+    port = prometheus_port(out)
+    answers = wait_for("/quicsteer/exception to answer", lambda: telemetry(prefix, "/quicsteer/exception"))
+    rows_tel = list(answers[0].values()) if answers else []
+    families, _, _ = scrape(port)
+    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
+    stop(proc, out)
+    check(proc.returncode == 0, f"quicsteer with a tap stops cleanly ({proc.returncode})")
+    with open(json_path) as f:
+        rows_json = json.load(f)["exception"]
+    blocks = summary_blocks(out.text())["exception"]
+    classes = {"arp", "nd", "bgp", "bfd", "link", "icmp", "other"}
+    check({r["class"] for r in rows_json} == classes and len(rows_json) == 7, f"a JSON row per class: {rows_json}")
+    check(len(rows_tel) == 7 and len(blocks) == 7, f"7 rows in telemetry ({len(rows_tel)}) and the summary ({len(blocks)})")
+    missing = []
+    for c in counters:
+        if c["scope"] != "exception":
+            continue
+        name = c["name"]
+        if not all(isinstance(r.get(name), int) for r in rows_json + rows_tel) or \
+                not all(in_summary(b, name) for b in blocks):
+            missing.append(name)
+        sample = re.fullmatch(r'(\w+)(?:\{(\w+)="([^"]*)"\})?', c["metric"])
+        want = {("port", "wire"), ("class", "arp")} | ({(sample.group(2), sample.group(3))} if sample.group(2) else set())
+        if not any(n == sample.group(1) and want <= labels for n, labels in scraped):
+            missing.append(f"{name} (Prometheus {c['metric']})")
+    check(not missing, f"every exception counter is in every output: missing {missing}")
+
+
+if os.geteuid() == 0 and os.access("/dev/net/tun", os.R_OK | os.W_OK):
+    with tempfile.TemporaryDirectory() as tmp:
+        exception_run(tmp)
+else:
+    print("note: the exception scope's run needs root and /dev/net/tun; not run")
 
 sys.exit(1 if failures else 0)

@@ -411,6 +411,21 @@ def cmd_quicsteer(a):
         failures.append("no steering reload was applied")
     routed = total["routed"]
     failures += routed_failures(routed, a.routed_min, a.routed_max)
+    if a.connections_from:
+        # Each backend's `connections` against the connections its server
+        # logged: a migrated connection, or one whose CIDs reach its owner
+        # from several 4-tuples, is still one (issue 38 item 11).
+        made = [0] * NSERVERS
+        for e in events(a.work, a.connections_from):
+            if e["event"] == "connection":
+                made[server_of(e["server_id"])] += 1
+        counted = {b["name"]: b.get("connections") for b in stats.get("backends", [])}
+        for n in range(NSERVERS):
+            print(f"  {a.tag}: backend srv{n}: quicsteer counted {counted.get(f'srv{n}')} connections, "
+                  f"server {n} made {made[n]}")
+            if counted.get(f"srv{n}") != made[n]:
+                failures.append(f"backend srv{n}: quicsteer counted {counted.get(f'srv{n}')} connections, "
+                                f"server {n} made {made[n]}")
     return report(a.tag, failures)
 
 
@@ -680,6 +695,8 @@ def main():
     q.add_argument("tag")
     q.add_argument("--routed-min", action="append", default=[], metavar="METHOD=N")
     q.add_argument("--routed-max", action="append", default=[], metavar="METHOD=N")
+    q.add_argument("--connections-from", metavar="GLOB",
+                   help="the servers' logs (jsonl) whose connection events each backend's count must equal")
     o = sub.add_parser("owners")
     o.add_argument("work")
     o.add_argument("tag")

@@ -366,7 +366,7 @@ fleet_quiclb() {
   for f in "$RQ_WORK"/cids/fleet-server*.jsonl; do mv "$f" "$RQ_WORK/cids/${f##*/fleet-}"; done
   check $CHECK cids "$RQ_WORK/cids" --cid-tool "$BUILD/quicsteer-cid" --cr 1 --sid-len 2 --nonce-len 14 \
     --key 72656171756963207175696373746565
-  check $FCHECK quicsteer "$RQ_WORK" fleet
+  check $FCHECK quicsteer "$RQ_WORK" fleet --connections-from 'fleet-server*.jsonl'
 }
 
 # fleet_four_tuple: step 4, the baseline (l2).

@@ -75,7 +75,9 @@ so_router_up() {
 # so_quicsteer_start I: quicsteer in instance I on $RQ_WORK/profile-qsI.yaml,
 # a copy of $SO_PROFILE (every instance runs the same profile); output in
 # $RQ_WORK/qsI-K.out and statistics (at exit) in qsI-K.json, K counting the
-# starts; its pid in $RQ_WORK/qsI.pid (the watcher reads it).
+# starts; its pid in $RQ_WORK/qsI.pid (the watcher reads it). Then the
+# instance's addresses on the TAP it made (qsso_tap_up): what an operator's
+# ExecStartPost= does.
 so_quicsteer_start() {
   local i=$1 tag
   SO_STARTS=$((SO_STARTS + 1))
@@ -88,6 +90,7 @@ so_quicsteer_start() {
   RQ_PIDS+=($!)
   echo "$!" >"$RQ_WORK/qs$i.pid"
   rq_wait_for "$RQ_WORK/$tag.out" "running until" 30 || { cat "$RQ_WORK/$tag.out"; return 1; }
+  qsso_tap_up "$i" || { cat "$RQ_WORK/$tag.out"; return 1; }
 }
 declare -A SO_QS_TAG
 
@@ -129,13 +132,15 @@ so_all_up() {
 
 # ---- the events; each records its time (ns) in $RQ_WORK/TAG-event
 # crash: quicsteer of instance I gets SIGKILL (its FRR and watcher live on: the
-# watcher withdraws the route).
+# watcher withdraws the route; the TAP goes with quicsteer, so the BGP
+# session and BFD go down too).
 so_event_crash() {
   echo "$(so_now) crash $2" >"$RQ_WORK/$1-event"
   so_quicsteer_stop "$2" KILL
 }
 
-# return: quicsteer of instance I starts again (the watcher announces it).
+# return: quicsteer of instance I starts again, its TAP gets the instance's
+# addresses again, FRR's session comes back up and the watcher announces it.
 so_event_return() {
   echo "$(so_now) return $2" >"$RQ_WORK/$1-event"
   so_quicsteer_start "$2"
@@ -159,9 +164,9 @@ so_event_drain() {
   rm -f "$RQ_WORK/drain$i"
 }
 
-# silent: instance I's machine fails without a word: nothing it sends leaves
-# (qsso_silence), then everything in it dies. Only BFD or the BGP hold time
-# tells the router.
+# silent: instance I's machine fails without a word: nothing it sends reaches
+# the router (qsso_silence), then everything in it dies. Only BFD or the BGP
+# hold time tells the router.
 so_event_silent() {
   local i=$2 pid
   echo "$(so_now) silent $i" >"$RQ_WORK/$1-event"

@@ -9,18 +9,26 @@
 #            ECMP hash takes the UDP ports): FRR (zebra, bgpd, bfdd;
 #            tests/scaleout/frr/router.conf) learns the service address
 #            10.79.1.1/32 from every instance that announces it and installs
-#            one route with a next hop per instance; qsso-rI (10.79.1I.1/30)
-#            leads to instance I; the servers' replies arrive on qsso-rb
+#            one route with a next hop per instance; qsso-rI (10.79.1I.1/30,
+#            fd79:1I::1/64: the only IPv6 in the topology) leads to instance I; the servers' replies arrive on qsso-rb
 #            (10.79.2.1, on the fleet segment) and go on to the clients
-#   $P-qsI   instance I (I = 0, 1): qsso-rx (10.79.1I.2/30, MAC
-#            02:00:00:79:1I:02), which quicsteer reads with net_af_packet
-#            while the kernel keeps ARP, BGP and BFD on it (forwarding off:
-#            the kernel drops the service address's packets, quicsteer
-#            forwards them); qsso-tx (MAC 02:00:00:79:02:0(2+I)), its port on
-#            the fleet bridge; FRR (tests/scaleout/frr/instanceI.conf)
-#            announces 10.79.1.1/32 while the instance's table holds that
-#            route, which the health watcher (scaleout_watch.sh) adds and
-#            deletes
+#   $P-qsI   instance I (I = 0, 1): qsso-rx (MAC 02:00:00:79:1I:02), the data
+#            port, stands in for a NIC bound to vfio-pci: no address, ARP off,
+#            IPv6 off, and an nftables netdev ingress chain that drops every
+#            frame, so the kernel sees nothing on it (af_packet sockets see
+#            the frames before that hook: quicsteer reads them with
+#            net_af_packet). quicsteer's exception path (the profile's
+#            `services` and the port's `tap: qsso-k`) creates the TAP qsso-k
+#            with qsso-rx's MAC; once it is there, qsso_tap_up gives it the
+#            instance's addresses 10.79.1I.2/30 and fd79:1I::2/64, and the
+#            kernel's ARP, ND, ICMP, BGP and BFD go through quicsteer. The
+#            TAP goes when quicsteer exits (its addresses with it: a
+#            quicsteer that stops takes the BGP session down); each start
+#            gives them again. qsso-tx (MAC 02:00:00:79:02:0(2+I)), its port
+#            on the fleet bridge; FRR (tests/scaleout/frr/instanceI.conf)
+#            announces 10.79.1.1/32 over qsso-k while the instance's table
+#            holds that route, which the health watcher (scaleout_watch.sh)
+#            adds and deletes
 #   $P-br    the fleet bridge qsso-br: ports qsso-pq0 / qsso-pq1 (the
 #            instances), qsso-pr (the router), qsso-p0..3 (the servers);
 #            static forwarding entries, learning and flooding off
@@ -28,7 +36,9 @@
 #            the service address on lo (answers no ARP for it), default route
 #            via the router: it answers the clients directly
 #
-# IPv4 only (IPv6 off in every namespace). Interface names are fixed (the
+# IPv6 is off in every namespace but on the links between the router and the
+# instances (the router's qsso-rI, the instance's qsso-k), for ND through the
+# exception path. Interface names are fixed (the
 # profiles configs/scaleout*.yaml name them: every instance runs the same
 # file); namespace names carry the caller's prefix, and FRR's run directory
 # is /var/run/frr/NAMESPACE. qsso_down removes everything and is safe to call
@@ -50,8 +60,10 @@ qsso_ns() { echo "$QSSO_PREFIX-$1"; }
 qsso_srv_addr() { echo "10.79.2.1$1"; }
 qsso_srv_mac() { echo "02:00:00:79:02:1$1"; }
 qsso_srv_sid() { echo "0a0$(($1 + 1))"; }    # QUIC-LB server ID of server N
-qsso_inst_addr() { echo "10.79.1$1.2"; }     # instance I's BGP next hop
+qsso_inst_addr() { echo "10.79.1$1.2"; }     # instance I's BGP next hop, on its TAP
 qsso_rt_addr() { echo "10.79.1$1.1"; }       # the router's side of instance I's link
+qsso_inst_addr6() { echo "fd79:1$1::2"; }    # instance I's IPv6 address, on its TAP
+qsso_rt_addr6() { echo "fd79:1$1::1"; }
 qsso_inst_mac() { echo "02:00:00:79:1$1:02"; }
 qsso_rt_mac() { echo "02:00:00:79:1$1:01"; }
 qsso_tx_mac() { echo "02:00:00:79:02:0$(($1 + 2))"; }
@@ -146,10 +158,46 @@ qsso_instance_up() {
   qsso_link "$rt" "qsso-r$i" "$(qsso_rt_mac "$i")" || return 1
   qsso_link "$qs" qsso-rx "$(qsso_inst_mac "$i")" || return 1
   ip -n "$rt" addr add "$(qsso_rt_addr "$i")/30" dev "qsso-r$i" || return 1
-  ip -n "$qs" addr add "$(qsso_inst_addr "$i")/30" dev qsso-rx || return 1
+  ip netns exec "$rt" sysctl -q -w "net.ipv6.conf.qsso-r$i.disable_ipv6=0" || return 1
+  ip -n "$rt" addr add "$(qsso_rt_addr6 "$i")/64" dev "qsso-r$i" nodad || return 1
+  qsso_nic_hidden "$qs" qsso-rx || return 1
   ip -n "$qs" link add qsso-tx type veth peer name "qsso-pq$i" netns "$(qsso_ns br)" || return 1
   qsso_link "$qs" qsso-tx "$(qsso_tx_mac "$i")" || return 1
   qsso_bridge_port "qsso-pq$i" "$(qsso_tx_mac "$i")"
+}
+
+# qsso_nic_hidden NS IFACE: the kernel of NS sees nothing of IFACE, as if a
+# DPDK driver held the NIC: no address, no ARP, no IPv6 (so no link-local
+# address, ND or MLD), and a netdev ingress chain with policy drop. Frames
+# still reach af_packet sockets (their taps run before that hook), and
+# af_packet's transmissions leave.
+qsso_nic_hidden() {
+  ip -n "$1" link set "$2" arp off || return 1
+  ip netns exec "$1" sysctl -q -w "net.ipv6.conf.$2.disable_ipv6=1" || return 1
+  ip netns exec "$1" nft -f - <<EOF
+table netdev qsso_nic_$2 {
+  chain ingress {
+    type filter hook ingress device "$2" priority 0; policy drop;
+  }
+}
+EOF
+}
+
+# qsso_tap_up I [SECONDS]: once instance I's quicsteer has made its TAP
+# qsso-k (at most SECONDS, default 10), the instance's addresses on it: IPv4
+# and IPv6 (nodad: usable at once; the router's side is nodad too).
+qsso_tap_up() {
+  local i=$1 qs n
+  qs=$(qsso_ns "qs$i")
+  for ((n = 0; n < ${2:-10} * 20; n++)); do
+    ip -n "$qs" link show qsso-k >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  ip -n "$qs" link show qsso-k >/dev/null 2>&1 || { echo "scaleout: instance $i has no TAP qsso-k"; return 1; }
+  ip netns exec "$qs" sysctl -q -w net.ipv6.conf.qsso-k.disable_ipv6=0 || return 1
+  ip -n "$qs" addr replace "$(qsso_inst_addr "$i")/30" dev qsso-k || return 1
+  ip -n "$qs" addr replace "$(qsso_inst_addr6 "$i")/64" dev qsso-k nodad || return 1
+  ip -n "$qs" link set qsso-k up
 }
 
 # qsso_server_up N: server N on the segment.
@@ -224,17 +272,25 @@ qsso_wait_nexthops() {
 }
 
 # qsso_silence I on|off: instance I's machine falls silent (nothing it sends
-# leaves qsso-rx: no BGP keepalive, BFD, TCP reset or ARP reply; the link
+# reaches the router: no BGP keepalive, BFD, TCP reset or ARP reply; the link
 # stays up), or speaks again. The router notices only by BFD or the BGP hold
-# time. A token bucket whose burst no frame fits in drops every frame (this
-# kernel has tc qdiscs but no classifier or action modules).
+# time. The router drops what arrives on its side of the link (an nftables
+# netdev ingress chain): a qdisc on the instance's qsso-rx would not do,
+# quicsteer's net_af_packet transmits with PACKET_QDISC_BYPASS (the default),
+# past any qdisc, and everything the instance sends now leaves that way.
 qsso_silence() {
-  local qs
-  qs=$(qsso_ns "qs$1")
+  local rt
+  rt=$(qsso_ns rt)
   if [ "$2" = on ]; then
-    ip netns exec "$qs" tc qdisc replace dev qsso-rx root tbf rate 8kbit burst 16 limit 1
+    ip netns exec "$rt" nft -f - <<EOF
+table netdev qsso_silence_$1 {
+  chain ingress {
+    type filter hook ingress device "qsso-r$1" priority 0; policy drop;
+  }
+}
+EOF
   else
-    ip netns exec "$qs" tc qdisc del dev qsso-rx root
+    ip netns exec "$rt" nft delete table netdev "qsso_silence_$1"
   fi
 }
 

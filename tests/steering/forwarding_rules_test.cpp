@@ -417,6 +417,124 @@ TEST_F(Rules, AConnectionStaysWithTheOwnerOfItsFirstInitial) {
   EXPECT_EQ(counts_.table_full, 0u);
 }
 
+// An ICMP error a router sends to the VIP about a server's datagram
+// (issue 38 item 4): `quoted` is the server -> client frame whose IP
+// packet the error quotes (cut to `quote` octets of it).
+Bytes icmp_error_about(const Bytes& quoted, bool v6, std::size_t quote = 200) {
+  const Bytes inner(quoted.begin() + 14, quoted.begin() + 14 + std::min(quote, quoted.size() - 14));
+  Bytes f = {0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 0xfe, std::uint8_t(v6 ? 0x86 : 0x08), std::uint8_t(v6 ? 0xdd : 0x00)};
+  const IpAddress router = v6 ? traffic::TrafficOptions::ipv6_address("2001:db8:ffff::1") : IpAddress::v4(192, 0, 2, 254);
+  const IpAddress& vip = v6 ? kServer6 : kServer;
+  const std::size_t icmp_len = 8 + inner.size();
+  if (v6) {
+    Bytes ip = {0x60, 0, 0, 0, std::uint8_t(icmp_len >> 8), std::uint8_t(icmp_len), 58, 64};
+    ip.insert(ip.end(), router.bytes.begin(), router.bytes.begin() + 16);
+    ip.insert(ip.end(), vip.bytes.begin(), vip.bytes.begin() + 16);
+    f.insert(f.end(), ip.begin(), ip.end());
+    f.insert(f.end(), {2, 0, 0, 0, 0, 0, 0x05, 0x00});  // packet too big, MTU 1280
+  } else {
+    const std::size_t total = 20 + icmp_len;
+    Bytes ip = {0x45, 0, std::uint8_t(total >> 8), std::uint8_t(total), 0, 0, 0, 0, 64, 1, 0, 0};
+    ip.insert(ip.end(), router.bytes.begin(), router.bytes.begin() + 4);
+    ip.insert(ip.end(), vip.bytes.begin(), vip.bytes.begin() + 4);
+    f.insert(f.end(), ip.begin(), ip.end());
+    f.insert(f.end(), {3, 4, 0, 0, 0, 0, 0x05, 0x00});  // fragmentation needed, MTU 1280
+  }
+  f.insert(f.end(), inner.begin(), inner.end());
+  return f;
+}
+
+// The server's reply to a client: from the VIP's port 443 to the client's.
+Bytes server_reply(const Tuple& t, const Bytes& client_cid) {
+  Bytes q(1 + client_cid.size() + 1200, 0xa5);
+  q[0] = 0x41;
+  std::copy(client_cid.begin(), client_cid.end(), q.begin() + 1);
+  return traffic::build_udp_frame(traffic::L2Header{}, t.client.v6 ? kServer6 : kServer, 443, t.client, t.port, q,
+                                  1, 0);
+}
+
+SteeringConfig with_service(SteeringConfig c) {
+  ServiceConfig web;
+  web.ipv4 = {{198, 18, 0, 1}};
+  std::array<std::uint8_t, 16> v6{};
+  std::copy(kServer6.bytes.begin(), kServer6.bytes.begin() + 16, v6.begin());
+  web.ipv6 = {v6};
+  web.udp_ports = {443};
+  c.services = {web};
+  return c;
+}
+
+// The error reaches the owner of the connection whose datagram it quotes,
+// by the 4-tuple the client's packets taught the tables; an error about a
+// connection the tables never saw, or about a datagram that did not leave
+// the VIP, or a message that is no error, is nobody's.
+TEST(RulesIcmp, AnErrorToTheVipReachesTheOwnerOfTheConnectionItQuotes) {
+  for (const bool v6 : {false, true}) {
+    const SteeringConfig config = with_service(two_owners(true));
+    ForwardingTables tables(config.forwarding, config.fallback_key);
+    PacketClassifier classifier(config);
+    classifier.use_tables(&tables);
+    std::mt19937_64 rng(5);
+    Tuple t;
+    if (v6) t.client = traffic::TrafficOptions::ipv6_address("2001:db8:1::7");
+    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    LearnCounts counts;
+    const std::vector<Decision> hs = handshake_in_one_burst(classifier, t, odcid, scid, server_cid, counts);
+    const std::uint16_t owner = hs.back().resolution.owner_index;
+    ASSERT_NE(owner, kNoOwner);
+
+    const Bytes error = icmp_error_about(server_reply(t, scid), v6);
+    Decision d = classifier.classify(error.data(), error.size());
+    EXPECT_EQ(d.destination, Destination::kService) << v6;
+    EXPECT_EQ(d.resolution.owner_index, owner);
+    EXPECT_EQ(d.resolution.how, ResolveMethod::kLearnedTuple);
+    EXPECT_EQ(d.packet.verdict, Verdict::kNotQuic) << "steered as UDP that is not QUIC";
+    // The burst form agrees.
+    EXPECT_EQ(test::classify_as_burst(classifier, {error}, 0, &counts)[0].resolution.owner_index, owner);
+
+    Tuple stranger = t;
+    stranger.port = 40001;
+    d = classifier.classify(icmp_error_about(server_reply(stranger, scid), v6).data(),
+                            icmp_error_about(server_reply(stranger, scid), v6).size());
+    EXPECT_EQ(d.destination, Destination::kNotService) << "a connection the tables never saw";
+    EXPECT_FALSE(d.resolution.routed());
+    Bytes not_from_vip = server_reply(t, scid);
+    not_from_vip[14 + (v6 ? 8 + 15 : 12 + 3)] ^= 1;  // the quote's source is another address
+    const Bytes e2 = icmp_error_about(not_from_vip, v6);
+    EXPECT_EQ(classifier.classify(e2.data(), e2.size()).destination, Destination::kNotService);
+    Bytes echo = error;
+    echo[14 + (v6 ? 40 : 20)] = v6 ? 128 : 8;  // an echo request is no error
+    EXPECT_EQ(classifier.classify(echo.data(), echo.size()).destination, Destination::kNotService);
+    const Bytes cut = icmp_error_about(server_reply(t, scid), v6, v6 ? 44 : 24);  // no room for the UDP header
+    EXPECT_EQ(classifier.classify(cut.data(), cut.size()).destination, Destination::kNotService);
+  }
+}
+
+// A server's long header carries its own CID as the SCID: QUIC-LB routes
+// the error without any table.
+TEST(RulesIcmp, AQuotedLongHeaderIsRoutedByItsServersCid) {
+  SteeringConfig config = with_service(two_owners(false));
+  config.quic_lb = {QuicLbConfig{0, 2, 6, false, std::nullopt}};
+  config.server_routes = {ServerRoute{{0x0a, 0x02}, 2}};
+  PacketClassifier classifier(config);
+  const Tuple t;
+  traffic::LongHeader h;
+  h.type = traffic::LongType::kHandshake;
+  const Bytes client_cid = {1, 2, 3, 4, 5, 6, 7, 8};
+  const Bytes server_cid = {0x00, 0x0a, 0x02, 9, 9, 9, 9, 9, 9};  // config 0, server ID 0a02
+  h.dcid = client_cid;
+  h.scid = server_cid;
+  std::size_t pn_offset = 0;
+  Bytes q = traffic::build_long_header(h, 1200, &pn_offset);
+  q.resize(q.size() + 1200, 0x5a);
+  const Bytes reply = traffic::build_udp_frame(traffic::L2Header{}, kServer, 443, t.client, t.port, q, 1, 0);
+  const Bytes error = icmp_error_about(reply, false);
+  const Decision d = classifier.classify(error.data(), error.size());
+  EXPECT_EQ(d.destination, Destination::kService);
+  EXPECT_EQ(d.resolution.how, ResolveMethod::kQuicLb);
+  EXPECT_EQ(d.resolution.owner_index, 1u) << "lcore 2 is the second owner";
+}
+
 // Packets of the handshake in one burst, the first Initial included: the
 // burst resolves them in arrival order, so the later ones find what the
 // earlier ones taught.
