@@ -2,7 +2,34 @@
 // without net_pcap's RX memcpy.
 //
 //   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
-//             [--delivery as_is|l2|ipip|vxlan [--backends N]]
+//             [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]
+//             [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]
+//              [--max-connections M] [--early-prefetch]]
+//
+// --scale (solo layout only) makes the circulating frames stand for many
+// connections (scale_traffic.h: an RX callback rewrites each one's DCID and
+// 4-tuple from a stream laid out at start-up, or makes each an Initial of a
+// new connection), for scripts/bench/scale.sh:
+//   connections  N QUIC-LB connections (servers 0001 and 0002), a shard
+//                sized for N (action.max_connections N); --zipf S > 0 draws
+//                the packets from a Zipf(S) skew instead of round-robin
+//   forwarding   N random-CID connections (no QUIC-LB codepoint), each with
+//                an entry in the forwarding tables' established table
+//                (steering.forwarding.max_entries N, filled before launch),
+//                and a shard sized for N
+//   backends     --backends B (each minting server ID B+1) with l2 delivery,
+//                N connections spread over them all
+//   new          every packet the first Initial of a new connection (with
+//                the forwarding tables on: setup-table and connection-table
+//                inserts), a shard of N (action.max_connections) whose
+//                entries expire after --idle-ms
+// --max-connections M sizes the shard apart from N (a large shard with few
+// live connections: what its size costs without their misses).
+// --early-prefetch (connections and backends; an experiment on the harness
+// side, not quicsteer's data path): the callback also prefetches each
+// packet's CID-table slot, before quicsteer classifies the burst.
+// The JSON then also says what EAL memory start-up took, the tables' bytes,
+// and the window's new connections and untracked packets.
 //
 // --delivery forwards to backends (the profile's `backends`, N of them; the
 // first two mint the traffic's server IDs, one per owner) with that delivery
@@ -38,6 +65,7 @@
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_malloc.h>
 #include <rte_ring.h>
 
 #include <array>
@@ -47,13 +75,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/lcore_context.h"
 #include "dataplane/runtime/dataplane.h"
 #include "dataplane/runtime/eal_init.h"
+#include "steering/forwarding_rules.h"
+#include "steering/owner_resolver.h"
+#include "steering/packet_classifier.h"
+#include "steering/quic_lb.h"
+#include "tests/bench/scale_traffic.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/dataplane/test_traffic.h"
 
@@ -70,11 +106,20 @@ struct Options {
   unsigned packets = 2048;
   std::string json;
   bool hugepages = false;  // EAL memory from hugetlbfs (set up by hand) instead of --no-huge
+  unsigned eal_mb = 1024;  // EAL -m
+  std::string scale;          // empty, or connections|forwarding|backends|new (solo layout)
+  std::uint32_t connections = 1000;
+  double zipf = 0;            // 0: round-robin over the connections
+  std::uint32_t idle_ms = 0;  // action.idle_timeout_ms; 0: the profile's default
+  std::uint32_t max_connections = 0;  // action.max_connections; 0: --connections
+  bool early_prefetch = false;        // an experiment: see scale_traffic.h
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
-                       "                 [--delivery as_is|l2|ipip|vxlan [--backends N]]\n");
+                       "                 [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]\n"
+                       "                 [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]\n"
+                       "                  [--max-connections M] [--early-prefetch]]\n");
   std::exit(2);
 }
 
@@ -86,6 +131,10 @@ Options parse_options(int argc, char** argv) {
       o.hugepages = true;
       continue;
     }
+    if (a == "--early-prefetch") {
+      o.early_prefetch = true;
+      continue;
+    }
     if (i + 1 >= argc) usage();
     const std::string v = argv[++i];
     if (a == "--layout") o.layout = v;
@@ -95,7 +144,19 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--json") o.json = v;
     else if (a == "--delivery") o.delivery = v;
     else if (a == "--backends") o.backends = unsigned(std::stoul(v));
+    else if (a == "--eal-mb") o.eal_mb = unsigned(std::stoul(v));
+    else if (a == "--scale") o.scale = v;
+    else if (a == "--connections") o.connections = std::uint32_t(std::stoul(v));
+    else if (a == "--zipf") o.zipf = std::stod(v);
+    else if (a == "--idle-ms") o.idle_ms = std::uint32_t(std::stoul(v));
+    else if (a == "--max-connections") o.max_connections = std::uint32_t(std::stoul(v));
     else usage();
+  }
+  if (!o.scale.empty()) {
+    if ((o.scale != "connections" && o.scale != "forwarding" && o.scale != "backends" && o.scale != "new") ||
+        o.layout != "solo" || !o.delivery.empty() || o.connections == 0 || o.connections > (16u << 20))
+      usage();
+    if (o.scale == "backends") o.delivery = "l2";
   }
   if (!o.delivery.empty() && o.delivery != "as_is" && o.delivery != "l2" && o.delivery != "ipip" &&
       o.delivery != "vxlan")
@@ -107,10 +168,20 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+std::string server_ids(unsigned b, bool all_mint) {
+  if (!all_mint && b >= 2) return "";
+  char ids[48];
+  std::snprintf(ids, sizeof ids, "server_ids: [\"%04x\"], ", b + 1);
+  return ids;
+}
+
 // The steering section with backends: b0 and b1 mint the traffic's server
 // IDs 0001 and 0002 (owned by lcores 1 and 2 in the demo layout, as the
 // servers are without backends), the rest only take hashed connections.
-std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const std::string& delivery) {
+// With all_mint (--scale backends) every backend b mints server ID b+1, so
+// that traffic spread over the server IDs reaches them all.
+std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const std::string& delivery,
+                          bool all_mint = false) {
   std::string y =
       qs::test::steering_head_yaml() +
       "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n"
@@ -121,7 +192,7 @@ std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const
     std::snprintf(line, sizeof line,
                   "  - {name: b%u, %smac: \"02:00:00:%02x:%02x:01\", ipv4: 10.%u.%u.1, ipv6: \"fd00::%x\", "
                   "vxlan_mac: \"02:00:01:%02x:%02x:01\", owner: %u}\n",
-                  b, b < 2 ? (std::string("server_ids: [\"000") + char('1' + b) + "\"], ").c_str() : "",
+                  b, server_ids(b, all_mint).c_str(),
                   b >> 8, b & 255, 1 + (b >> 8), b & 255, b + 1, b >> 8, b & 255, owners[b % owners.size()]);
     y += line;
   }
@@ -129,7 +200,39 @@ std::string backends_yaml(const std::vector<unsigned>& owners, unsigned n, const
          ", source_ipv4: 10.255.0.1, source_ipv6: \"fd00::1\", vxlan_vni: 42}}\n";
 }
 
+// The solo layout's profile for --scale: the shard sized for the
+// connections (for `new`, for what lives within the idle timeout), and the
+// forwarding tables on where the mode needs them.
+std::string scale_yaml(const std::string& device, const Options& opt) {
+  std::string steering;
+  if (opt.scale == "backends") {
+    steering = backends_yaml({1}, opt.backends, "l2", true);
+  } else {
+    steering = qs::test::steering_head_yaml() +
+               "  servers:\n    - {server_id: \"0001\", owner: 1}\n    - {server_id: \"0002\", owner: 1}\n"
+               "  fallback: {key: \"000102030405060708090a0b0c0d0e0f\"}\n";
+    if (opt.scale == "connections") steering += "  forwarding: {enabled: false}\n";
+    if (opt.scale == "forwarding")
+      steering += "  forwarding: {enabled: true, max_entries: " + std::to_string(opt.connections) +
+                  ", max_entries_per_source: 0}\n";
+    if (opt.scale == "new") steering += "  forwarding: {enabled: true, max_entries_per_source: 0}\n";
+    steering += "action: {type: forward, tx_port: loop}\n";
+  }
+  // The action line is the last of `steering`: the shard's size goes into it.
+  steering.pop_back();  // "\n"
+  steering.pop_back();  // "}"
+  steering += ", max_connections: " + std::to_string(opt.max_connections ? opt.max_connections : opt.connections) +
+              (opt.idle_ms ? ", idle_timeout_ms: " + std::to_string(opt.idle_ms) : std::string()) + "}\n";
+  return "ports:\n  - {name: loop, device: \"" + device +
+         "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
+         "mempool: {mbufs: 16383, cache: 256}\n"
+         "lcores:\n  - {id: 1, rx: [\"loop:0\", \"loop:1\"], owner: true}\n"
+         "rings: {size: 1024, burst: 32}\n" +
+         steering + "stats: {period_ms: 0}\n";
+}
+
 std::string profile_yaml(const std::string& layout, const std::string& device, const Options& opt) {
+  if (!opt.scale.empty()) return scale_yaml(device, opt);
   const std::string lcores =
       layout == "demo"    ? "  - {id: 1, rx: [\"loop:0\"], owner: true}\n  - {id: 2, rx: [\"loop:1\"], owner: true}\n"
       : layout == "split" ? "  - {id: 1, rx: [\"loop:0\", \"loop:1\"]}\n  - {id: 2, owner: true}\n"
@@ -183,11 +286,100 @@ std::uint16_t decapsulate(std::uint16_t, std::uint16_t, rte_mbuf** pkts, std::ui
 struct Window {
   std::uint64_t rx = 0, drops = 0, tsc = 0;
   std::array<std::uint64_t, qs::kResolveMethods> routed{};
+  std::uint64_t connections = 0, untracked = 0, connections_live = 0, expired = 0;
 };
 
 Window sample(const qs::Dataplane& dp) {
   const qs::StatsSnapshot s = dp.snapshot();
-  return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc(), s.rx_total.routed};
+  return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc(), s.rx_total.routed, s.owner_total.connections,
+                s.owner_total.connections_untracked, s.owner_total.connections_live, s.owner_total.connections_expired};
+}
+
+// The CPU's model name, which every figure is printed with.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// Whether a frame can stand for the --scale mode's packets: untagged IPv4 to
+// port 443 with the fields the callback rewrites (scale_traffic.h).
+bool scale_template(const Options& opt, const qs::ParsedPacket& p) {
+  if (p.verdict != qs::Verdict::kQuic || p.ip_version != 4 || p.l3_offset != 14 || p.dst_port != 443) return false;
+  if (opt.scale == "new")
+    return p.type == qs::QuicPacketType::kInitial && p.opens_connection && p.dcid_len >= 8 && p.scid_len >= 8;
+  return p.form == qs::QuicForm::kShort && p.dcid_len == 17;
+}
+
+// What the --scale modes set up before launch.
+struct ScaleSetup {
+  qs::bench::ScaleStream stream;
+  std::uint32_t forwarding_entries = 0;  // --scale forwarding: entries in the established table
+  std::size_t table_bytes = 0;           // the shard's two tables (+ the forwarding tables)
+  std::size_t established_bytes = 0;     // the forwarding tables' established table alone
+};
+
+// The records of --scale connections|backends|forwarding, one per
+// connection; with forwarding, each CID's entry goes into the established
+// table (and a CID whose bucket was full is left out of the traffic).
+void build_scale(const Options& opt, const qs::Profile& profile, qs::Dataplane& dp,
+                 const std::vector<std::uint8_t>& frame, const qs::ParsedPacket& p, ScaleSetup& setup) {
+  auto& s = setup.stream;
+  s.layout = {p.dcid_offset, p.dcid_len, p.scid_offset, p.scid_len,
+              std::uint16_t(p.l3_offset + 12), p.l4_offset};
+  setup.table_bytes = 2 * qs::ConnectionTable::memory_bytes(profile.action.max_connections);
+  if (profile.steering.forwarding.enabled) {
+    setup.table_bytes += qs::ForwardingTables::memory_bytes(profile.steering.forwarding);
+    setup.established_bytes = qs::ForwardingTable::memory_bytes(profile.steering.forwarding.max_entries);
+  }
+  if (opt.scale == "new") {
+    s.initials = true;
+    return;
+  }
+  std::mt19937_64 rng(42);
+  std::vector<qs::bench::ScaleRecord> connections;
+  connections.reserve(opt.connections);
+  if (opt.scale == "forwarding") {
+    qs::ForwardingTables* tables = nullptr;
+    std::uint64_t tsc_per_ms = 1;
+    for (const auto& c : dp.lcores())
+      if (c->forwarding_sweeper != nullptr) tables = c->forwarding_sweeper, tsc_per_ms = c->tsc_per_ms;
+    if (tables == nullptr) throw std::runtime_error("--scale forwarding: no lcore ages the forwarding tables");
+    const qs::OwnerResolver resolver(profile.steering);
+    std::vector<std::uint8_t> f = frame;
+    const std::uint32_t now_ms = std::uint32_t(rte_rdtsc() / tsc_per_ms);
+    for (std::uint32_t i = 0; connections.size() < opt.connections && i < 2 * opt.connections; ++i) {
+      qs::bench::ScaleRecord r{};
+      for (auto& o : r.cid) o = std::uint8_t(rng());
+      r.cid[0] = std::uint8_t(0x20 | (r.cid[0] & 0x1f));  // config 1: not configured, so QUIC-LB leaves it
+      std::memcpy(f.data() + p.dcid_offset, r.cid, 17);
+      const std::uint16_t target = resolver.fallback_target_for_dcid(r.cid, 17);
+      if (tables->established().insert(tables->cid_key(f.data(), p), target, now_ms) !=
+          qs::ForwardingTable::Insert::kInserted)
+        continue;
+      qs::bench::set_tuple(r, std::uint32_t(connections.size()));
+      connections.push_back(r);
+    }
+    setup.forwarding_entries = std::uint32_t(connections.size());
+  } else {
+    const qs::QuicLbCodec codec(profile.steering.quic_lb.at(0));
+    const unsigned servers = opt.scale == "backends" ? opt.backends : 2;
+    for (std::uint32_t i = 0; i < opt.connections; ++i) {
+      qs::bench::ScaleRecord r{};
+      const unsigned id = i % servers + 1;
+      const std::uint8_t server_id[2] = {std::uint8_t(id >> 8), std::uint8_t(id)};
+      std::uint8_t nonce[14];
+      for (auto& o : nonce) o = std::uint8_t(rng());
+      codec.encode(server_id, nonce, r.cid, std::uint8_t(rng()));
+      qs::bench::set_tuple(r, i);
+      connections.push_back(r);
+    }
+  }
+  qs::bench::fill_stream(s, connections, opt.zipf, 7);
+  if (opt.early_prefetch)
+    for (const auto& c : dp.lcores())
+      if (c->shard.cids != nullptr) s.early_table = c->shard.cids, s.early_seed = c->shard.seed;
 }
 
 // What the window measured: the share of packets each steering rule routed.
@@ -223,15 +415,38 @@ int run(const Options& opt) {
   traffic_options.malformed = 0;  // dropped, so it would leave the loop
   const qs::test::PreparedTraffic t = qs::test::prepare(traffic_options, 2, profile.steering);
 
+  rte_malloc_socket_stats heap_before{}, heap_after{};
+  rte_malloc_get_socket_stats(int(rte_socket_id()), &heap_before);
   qs::Dataplane dp(profile);
+  rte_malloc_get_socket_stats(int(rte_socket_id()), &heap_after);
+  // The scale modes' frames: one kind, one layout (the first that fits).
+  int scale_first = -1;
+  if (!opt.scale.empty()) {
+    for (std::size_t i = 0; i < t.frames.size() && scale_first < 0; ++i)
+      if (scale_template(opt, t.decision[i].packet)) scale_first = int(i);
+    if (scale_first < 0) throw std::runtime_error("no frame in the traffic fits --scale " + opt.scale);
+  }
+  ScaleSetup scale;
+  if (scale_first >= 0) build_scale(opt, profile, dp, *t.frames[unsigned(scale_first)], t.decision[unsigned(scale_first)].packet, scale);
   if (!opt.delivery.empty()) {
     for (std::uint16_t q = 0; q < 2; ++q)
       if (rte_eth_add_rx_callback(dp.port_id("loop"), q, decapsulate, nullptr) == nullptr)
         throw std::runtime_error("rte_eth_add_rx_callback: " + std::string(rte_strerror(rte_errno)));
   }
+  if (scale_first >= 0) {
+    for (std::uint16_t q = 0; q < 2; ++q)
+      if (rte_eth_add_rx_callback(dp.port_id("loop"), q, qs::bench::rewrite_for_scale, &scale.stream) == nullptr)
+        throw std::runtime_error("rte_eth_add_rx_callback: " + std::string(rte_strerror(rte_errno)));
+  }
+  const auto same_layout = [&](const qs::ParsedPacket& p) {
+    const qs::ParsedPacket& first = t.decision[unsigned(scale_first)].packet;
+    return p.dcid_offset == first.dcid_offset && p.dcid_len == first.dcid_len && p.scid_offset == first.scid_offset &&
+           p.scid_len == first.scid_len && p.l4_offset == first.l4_offset;
+  };
   unsigned preloaded = 0;
   for (unsigned i = 0; preloaded < opt.packets; i = (i + 1) % unsigned(t.frames.size())) {
     if (t.decision[i].packet.verdict != qs::Verdict::kQuic && t.decision[i].packet.verdict != qs::Verdict::kNotQuic) continue;
+    if (scale_first >= 0 && !(scale_template(opt, t.decision[i].packet) && same_layout(t.decision[i].packet))) continue;
     rte_mbuf* m = rte_pktmbuf_alloc(dp.pool());
     if (m == nullptr) throw std::runtime_error("mbuf pool too small for the preload");
     const auto& f = *t.frames[i];
@@ -268,12 +483,34 @@ int run(const Options& opt) {
               static_cast<long long>(leaked));
   std::printf("ring_loop %s: routed by %s; %llu packets received from launch to stop\n", label.c_str(),
               rule_mix(a, b).c_str(), static_cast<unsigned long long>(s.rx_total.rx));
+  const double new_per_s = double(b.connections - a.connections) / window_s;
+  const std::uint64_t eal_startup = heap_after.heap_allocsz_bytes - heap_before.heap_allocsz_bytes;
+  if (!opt.scale.empty()) {
+    std::printf("ring_loop scale %s (%s): %u connections%s, %.1f cycles per packet, %.3f Mpps; in the window "
+                "%.0f new connections/s, %llu untracked, %llu expired, %llu live at its end; start-up took %.1f MB "
+                "of EAL memory (tables %.1f MB, %.1f octets per connection)%s; %.1f packets per RX burst\n",
+                opt.scale.c_str(), cpu_model().c_str(), opt.connections,
+                opt.zipf > 0 ? (", zipf " + std::to_string(opt.zipf)).c_str() : "", cycles_per_packet, mpps, new_per_s,
+                static_cast<unsigned long long>(b.untracked - a.untracked),
+                static_cast<unsigned long long>(b.expired - a.expired),
+                static_cast<unsigned long long>(b.connections_live), double(eal_startup) / 1048576.0,
+                double(scale.table_bytes) / 1048576.0, double(scale.table_bytes) / double(opt.connections),
+                opt.scale == "forwarding" ? (", " + std::to_string(scale.forwarding_entries) + " forwarding entries").c_str()
+                                          : "",
+                scale.stream.bursts ? double(scale.stream.next) / double(scale.stream.bursts) : 0.0);
+  }
   if (!opt.json.empty()) {
     std::ofstream o(opt.json);
     o << "{\"layout\": \"" << opt.layout << "\", \"delivery\": \"" << opt.delivery << "\", \"backends\": "
       << (opt.delivery.empty() ? 0 : opt.backends) << ", \"packets_circulating\": " << preloaded << ", \"mpps\": " << mpps
       << ", \"cycles_per_packet\": " << cycles_per_packet << ", \"tsc_hz\": " << hz << ", \"window_s\": " << window_s
-      << ", \"drops\": " << b.drops - a.drops << ", \"leaked\": " << leaked << "}\n";
+      << ", \"drops\": " << b.drops - a.drops << ", \"leaked\": " << leaked << ", \"cpu\": \"" << cpu_model()
+      << "\", \"scale\": \"" << opt.scale << "\", \"connections\": " << opt.connections << ", \"zipf\": " << opt.zipf
+      << ", \"max_connections\": " << profile.action.max_connections
+      << ", \"forwarding_entries\": " << scale.forwarding_entries << ", \"new_connections_per_s\": " << new_per_s
+      << ", \"untracked\": " << b.untracked - a.untracked << ", \"expired\": " << b.expired - a.expired
+      << ", \"connections_live\": " << b.connections_live << ", \"eal_startup_bytes\": " << eal_startup
+      << ", \"table_bytes\": " << scale.table_bytes << ", \"established_bytes\": " << scale.established_bytes << ", \"rx_packets\": " << b.rx - a.rx << "}\n";
   }
   // A loop that lost packets while measured measures something else. (At the
   // stop, what is still in a TX stage or ring is counted as shutdown drops.)
@@ -284,7 +521,8 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
-  std::vector<std::string> eal = {"--lcores", opt.layout == "solo" ? "0@0,1@1" : "0@0,1@0,2@1", "-m", "1024",
+  const std::string eal_mb = std::to_string(opt.eal_mb);
+  std::vector<std::string> eal = {"--lcores", opt.layout == "solo" ? "0@0,1@1" : "0@0,1@0,2@1", "-m", eal_mb,
                                   "--no-shconf", "--no-pci",
                                   "--log-level", "*:warning"};
   // --huge-unlink: nothing else maps these pages, and files left in
