@@ -68,6 +68,18 @@ trap 'exit 1' INT TERM
 failed=0
 check() { "$@" || failed=1; }
 fail() { echo "  exception: FAILED: $*"; failed=1; }
+# both_ways MIN CLASS...: between the reach0 and reach1 scrapes, at least MIN
+# frames of each class went to the kernel and as many came back from it.
+both_ways() {
+  local min=$1 c dir
+  shift
+  for c in "$@"; do
+    for dir in to_kernel from_kernel; do
+      check $EXC delta "$RQ_WORK/reach0.metrics" "$RQ_WORK/reach1.metrics" \
+        "quicsteer_exception_packets_total{port=\"wire\",class=\"$c\",direction=\"$dir\"}" ge "$min"
+    done
+  done
+}
 log() { echo "exception: $*"; }
 start=$(date +%s)
 N=8                     # downloads per batch: 40 MiB, ~4 s at the clients' 100 Mbit/s
@@ -153,16 +165,8 @@ sleep 1.5
 scrape reach1
 # Both ways through quicsteer's exception path: the request to the kernel,
 # its answer from it; ICMP: 3 echo requests per family in, 3 replies out.
-for c in arp nd; do
-  for dir in to_kernel from_kernel; do
-    check $EXC delta "$RQ_WORK/reach0.metrics" "$RQ_WORK/reach1.metrics" \
-      "quicsteer_exception_packets_total{port=\"wire\",class=\"$c\",direction=\"$dir\"}" ge 1
-  done
-done
-for dir in to_kernel from_kernel; do
-  check $EXC delta "$RQ_WORK/reach0.metrics" "$RQ_WORK/reach1.metrics" \
-    "quicsteer_exception_packets_total{port=\"wire\",class=\"icmp\",direction=\"$dir\"}" ge 6
-done
+both_ways 1 arp nd
+both_ways 6 icmp
 
 # ---- routing: BGP and BFD over the TAP
 log "routing: BGP and BFD between the router and the instance"
@@ -171,12 +175,7 @@ check $EXC up "$RQ_WORK/up-rt-bgp.json" "$RQ_WORK/up-rt-bfd.json" "$ADDR"
 check $EXC up "$RQ_WORK/up-qs0-bgp.json" "$RQ_WORK/up-qs0-bfd.json" "$PEER"
 # keepalives (1 s) and BFD (100 ms) crossed quicsteer both ways in the
 # seconds since reach0
-for c in bgp bfd; do
-  for dir in to_kernel from_kernel; do
-    check $EXC delta "$RQ_WORK/reach0.metrics" "$RQ_WORK/reach1.metrics" \
-      "quicsteer_exception_packets_total{port=\"wire\",class=\"$c\",direction=\"$dir\"}" ge 1
-  done
-done
+both_ways 1 bgp bfd
 
 # ---- service: the VIP still reaches the fleet
 log "service: $N downloads through $QSSO_VIP"
