@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 
 #include <cstring>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@
 #include "tests/steering/hex.h"
 
 namespace qs::peer_sync {
+
+// gtest prints refusals by name (found by argument-dependent lookup).
+void PrintTo(Refusal r, std::ostream* os) { *os << to_string(r); }
+
 namespace {
 
 using test::hex;
@@ -50,6 +55,8 @@ void remac(std::vector<std::uint8_t>& msg, const std::array<std::uint8_t, 32>& s
   const std::vector<std::uint8_t> mac = openssl_hmac(mac_key(s), msg.data(), body);
   std::memcpy(msg.data() + body, mac.data(), kMacLen);
 }
+
+constexpr std::size_t kAtCountForTests = 40;  // entry_count's offset
 
 Header header(MessageType type, std::uint64_t sequence = 7) {
   Header h;
@@ -249,6 +256,15 @@ TEST(PeerSyncCodec, AuthenticButMalformed) {
   req[39] = 1;
   remac(req, s);
   EXPECT_EQ(decoded(keys, req), Refusal::kMalformed);
+  // Lengths that are not a header, whole entries and a MAC, MACed all the
+  // same: one octet more, and one entry more than a datagram holds.
+  EXPECT_EQ(with([](auto& m) { m.insert(m.end() - kMacLen, 0); }), Refusal::kMalformed);
+  EXPECT_EQ(with([](auto& m) { m.insert(m.end() - kMacLen, kEntryLen - 1, 0); }), Refusal::kMalformed);
+  std::vector<std::uint8_t> over = encoded(keys, header(MessageType::kEntries), entries(kMaxEntries));
+  over.insert(over.end() - kMacLen, kEntryLen, 0);
+  over[kAtCountForTests + 1] = std::uint8_t(kMaxEntries + 1);
+  remac(over, s);
+  EXPECT_EQ(decoded(keys, over), Refusal::kMalformed);
 }
 
 // RFC 4231's HMAC-SHA-256 vectors through Keys' primitive (cases 6 and 7:
@@ -487,6 +503,35 @@ TEST(PeerSyncReplay, ForgottenBootCannotComeBack) {
   EXPECT_EQ(p.send(first, 9, kNow + 9, later), Refusal::kReplayed);
 }
 
+// Which boot goes is decided by its newest message, not its first: a boot
+// that started early and still sends (the live one) is kept.
+TEST(PeerSyncReplay, LongLivedBootIsKept) {
+  Peer p;
+  const std::uint64_t live = 0xaaaa, later = kNow + 1000;
+  EXPECT_EQ(p.send(live, 1, kNow + 100), Refusal::kNone);
+  EXPECT_EQ(p.send(live, 2, kNow + 900), Refusal::kNone);
+  for (std::uint64_t boot = 2; boot <= ReplayGuard::kBoots + 1; ++boot)
+    EXPECT_EQ(p.send(boot, 1, kNow + boot * 100), Refusal::kNone);  // the last pushes boot 2 out
+  EXPECT_EQ(p.send(live, 2, kNow + 900, later), Refusal::kReplayed);
+  EXPECT_EQ(p.send(live, 3, kNow + 950, later), Refusal::kNone);
+  EXPECT_EQ(p.send(2, 1, kNow + 200, later), Refusal::kReplayed);
+}
+
+// A forgotten boot that comes back after all (its sender's clock went back
+// between boots, so a message of it is newer than a kept boot's) gets a
+// fresh window, in which its messages taken before are unmarked: the floor
+// still refuses them.
+TEST(PeerSyncReplay, FloorHoldsWhateverTheSendersClock) {
+  Peer p;
+  const std::uint64_t first = 0x1111, later = kNow + 1000;
+  EXPECT_EQ(p.send(first, 1, kNow + 100), Refusal::kNone);
+  for (std::uint64_t boot = 2; boot <= ReplayGuard::kBoots + 1; ++boot)
+    EXPECT_EQ(p.send(boot, 1, kNow + boot * 100), Refusal::kNone);  // the last pushes `first` out
+  EXPECT_EQ(p.send(first, 3, kNow + 250, later), Refusal::kNone);   // newer than boot 2's newest: back in
+  EXPECT_EQ(p.send(first, 1, kNow + 100, later), Refusal::kReplayed);
+  EXPECT_EQ(p.send(first, 3, kNow + 250, later), Refusal::kReplayed);
+}
+
 TEST(PeerSyncBudget, ShareFloodGetsExactlyItsShare) {
   constexpr std::uint32_t kShare = 100, kWindowMs = 30000;
   PeerBudget b(kShare, kWindowMs, ~std::uint32_t(0));
@@ -541,6 +586,15 @@ TEST(PeerSyncBudget, Rate) {
   EXPECT_EQ(slow.admit_entry(kNow + 333), Refusal::kRateLimited);  // 0.999 of an entry
   EXPECT_EQ(slow.admit_entry(kNow + 334), Refusal::kNone);
   EXPECT_EQ(slow.admit_new(kNow + 334), Refusal::kNone);  // the rate's refusals did not touch the share
+}
+
+// Full from the start, also on a clock that starts at 0.
+TEST(PeerSyncBudget, BurstFromTheStart) {
+  PeerBudget b(10, 30000, 5);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(b.admit_new(0), Refusal::kNone) << i;
+  EXPECT_EQ(b.admit_new(0), Refusal::kOverShare);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(b.admit_entry(1), Refusal::kNone) << i;
+  EXPECT_EQ(b.admit_entry(1), Refusal::kRateLimited);
 }
 
 TEST(PeerSyncBudget, ExtremesDoNotOverflow) {
