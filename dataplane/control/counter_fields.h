@@ -229,6 +229,85 @@ inline constexpr ExceptionField kExceptionFields[] = {
      &ExceptionSnapshot::port_refused},
 };
 
+// Peer sync (dataplane/runtime/peer_sync.h): the sync thread's counters and
+// the receivers' ring drops.
+using PeerSyncField = CounterField<PeerSyncSnapshot>;
+#define QS_REFUSED(reason, field)                                                                                  \
+  {"refused_" reason, "peer_sync_refused_total", "reason=\"" reason "\"", CounterKind::kCounter,                  \
+   CounterUnit::kCount,                                                                                             \
+   "Messages (malformed, bad_mac, replayed, stale, unknown_peer, table_mismatch) or entries (unknown_backend, "    \
+   "over_share, rate_limited) from peers that were not taken, by reason.",                                         \
+   &PeerSyncSnapshot::field}
+inline constexpr PeerSyncField kPeerSyncFields[] = {
+    {"ready", "peer_sync_ready", "", CounterKind::kGauge, CounterUnit::kCount,
+     "1 once a peer's copy of the forwarding tables is in (or none came within peer_sync.resync_timeout_ms).",
+     &PeerSyncSnapshot::ready},
+    {"messages_sent", "peer_sync_messages_total", "direction=\"sent\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Peer sync datagrams sent to peers and received from them.", &PeerSyncSnapshot::messages_sent},
+    {"messages_received", "peer_sync_messages_total", "direction=\"received\"", CounterKind::kCounter,
+     CounterUnit::kCount, "Peer sync datagrams sent to peers and received from them.",
+     &PeerSyncSnapshot::messages_received},
+    {"entries_sent", "peer_sync_entries_total", "outcome=\"sent\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::entries_sent},
+    {"entries_received", "peer_sync_entries_total", "outcome=\"received\"", CounterKind::kCounter,
+     CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::entries_received},
+    {"entries_added", "peer_sync_entries_total", "outcome=\"added\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::entries_added},
+    {"entries_refreshed", "peer_sync_entries_total", "outcome=\"refreshed\"", CounterKind::kCounter,
+     CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::entries_refreshed},
+    {"entries_expired", "peer_sync_entries_total", "outcome=\"expired\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::entries_expired},
+    {"table_full", "peer_sync_entries_total", "outcome=\"table_full\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+     "refreshed an entry present, expired on the way, found the table full).",
+     &PeerSyncSnapshot::table_full},
+    {"ring_full", "peer_sync_dropped_total", "at=\"ring\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Learned entries not sent: the receivers' ring to the sync thread was full, or a peer's send budget "
+     "(peer_sync.entries_per_s) was spent; the refresh walk sends live ones later.",
+     &PeerSyncSnapshot::ring_full},
+    {"send_over_rate", "peer_sync_dropped_total", "at=\"rate\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Learned entries not sent: the receivers' ring to the sync thread was full, or a peer's send budget "
+     "(peer_sync.entries_per_s) was spent; the refresh walk sends live ones later.",
+     &PeerSyncSnapshot::send_over_rate},
+    {"send_errors", "peer_sync_send_errors_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Peer sync datagrams the kernel did not take (no route yet, a full socket buffer).",
+     &PeerSyncSnapshot::send_errors},
+    {"resyncs_served", "peer_sync_resyncs_total", "role=\"served\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     &PeerSyncSnapshot::resyncs_served},
+    {"resyncs_completed", "peer_sync_resyncs_total", "role=\"taken\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     &PeerSyncSnapshot::resyncs_completed},
+    {"resync_timeouts", "peer_sync_resyncs_total", "role=\"timed_out\"", CounterKind::kCounter, CounterUnit::kCount,
+     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     &PeerSyncSnapshot::resync_timeouts},
+    {"resync_entries_lost", "peer_sync_resync_entries_lost_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Entries of a peer's full copy that did not arrive (its kResyncDone said more); the refresh walk repairs them.",
+     &PeerSyncSnapshot::resync_entries_lost},
+    QS_REFUSED("malformed", refused_malformed),
+    QS_REFUSED("bad_mac", refused_bad_mac),
+    QS_REFUSED("replayed", refused_replayed),
+    QS_REFUSED("stale", refused_stale),
+    QS_REFUSED("unknown_peer", refused_unknown_peer),
+    QS_REFUSED("table_mismatch", refused_table_mismatch),
+    QS_REFUSED("unknown_backend", refused_unknown_backend),
+    QS_REFUSED("over_share", refused_over_share),
+    QS_REFUSED("rate_limited", refused_rate_limited),
+};
+#undef QS_REFUSED
+
 // Each backend of the fleet: its owners' counters added up.
 using BackendCounterField = CounterField<BackendSnapshot, BackendCounters>;
 inline constexpr BackendCounterField kBackendCounterFields[] = {

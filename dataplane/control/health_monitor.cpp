@@ -24,6 +24,7 @@ Health HealthMonitor::judge(const HealthSample& sample, Clock::time_point now) {
       add("lcore " + std::to_string(l.lcore) + " has not started yet");
   }
   const bool progressing = reason.empty();
+  if (!sample.peer_sync_ready) add("peer_sync: taking a copy of the forwarding tables from a peer");
   for (const auto& p : sample.ports)
     if (!p.link_up) add("port " + p.name + " link down");
   for (const auto& t : sample.tx_queues) {

@@ -55,6 +55,10 @@ struct HealthSample {
   std::vector<Lcore> lcores;
   std::vector<Port> ports;
   std::vector<TxQueue> tx_queues;
+  // Peer sync: false while a starting instance waits for a peer's copy of
+  // the forwarding tables (peer_sync.h), so that routers send nothing here
+  // before it knows what its peers learned.
+  bool peer_sync_ready = true;
 };
 
 // Judges successive samples. An lcore is stalled once its heartbeat has not

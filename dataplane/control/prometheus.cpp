@@ -152,6 +152,7 @@ std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applie
   families(w, kPortFields, s.ports, [](const PortSnapshot& p) { return label("port", p.name); }, itself);
   families(w, kExceptionFields, s.exception,
            [](const ExceptionSnapshot& x) { return label("port", x.port) + "," + label("class", x.cls); }, itself);
+  families(w, kPeerSyncFields, s.peer_sync, [](const PeerSyncSnapshot&) { return std::string(); }, itself);
 
   w.family("quicsteer_steering_generation", "gauge", "The live steering configuration: 1 + applied reloads.");
   w.sample("", s.steering_generation);

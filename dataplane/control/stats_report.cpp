@@ -225,6 +225,7 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
                  r);
   for (const auto& x : s.exception)
     print_fields(out, heading("  exception " + x.port + " " + x.cls), kExceptionFields, x);
+  for (const auto& x : s.peer_sync) print_fields(out, heading("  peer sync"), kPeerSyncFields, x);
   for (const auto& p : s.ports) {
     char prefix[32];
     std::snprintf(prefix, sizeof prefix, "  port %-8s  ", p.name.c_str());
@@ -345,6 +346,11 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
     o << "}";
   }
   o << (s.exception.empty() ? "]" : "\n  ]");
+  if (!s.peer_sync.empty()) {
+    o << ",\n  \"peer_sync\": {\"enabled\": true";
+    fields_json(o, kPeerSyncFields, s.peer_sync.front());
+    o << "}";
+  }
   o << ",\n  \"ports\": [";
   for (std::size_t i = 0; i < s.ports.size(); ++i) {
     const auto& p = s.ports[i];
@@ -396,6 +402,7 @@ void print_counter_list(std::FILE* out) {
   list_fields(out, "forwarding", kForwardingFields);
   list_fields(out, "backend", kBackendCounterFields);
   list_fields(out, "exception", kExceptionFields);
+  list_fields(out, "peer_sync", kPeerSyncFields);
 }
 
 }  // namespace qs

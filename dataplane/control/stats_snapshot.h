@@ -91,6 +91,19 @@ struct ExceptionSnapshot {
   std::uint64_t to_kernel = 0, policed = 0, ring_full = 0, tap_refused = 0, from_kernel = 0, port_refused = 0;
 };
 
+// Peer sync (dataplane/runtime/peer_sync.h): the sync thread's counters and
+// the receivers' ring drops. Refusals by peer_sync::Refusal.
+struct PeerSyncSnapshot {
+  std::uint64_t ready = 0;  // gauge: 1 once a peer's copy is in (or none came in time)
+  std::uint64_t messages_sent = 0, messages_received = 0, entries_sent = 0, entries_received = 0;
+  std::uint64_t entries_added = 0, entries_refreshed = 0, entries_expired = 0, table_full = 0;
+  std::uint64_t ring_full = 0, send_over_rate = 0, send_errors = 0;
+  std::uint64_t resyncs_served = 0, resyncs_completed = 0, resync_timeouts = 0, resync_entries_lost = 0;
+  std::uint64_t refused_malformed = 0, refused_bad_mac = 0, refused_replayed = 0, refused_stale = 0,
+                refused_unknown_peer = 0, refused_table_mismatch = 0, refused_unknown_backend = 0,
+                refused_over_share = 0, refused_rate_limited = 0;
+};
+
 // One backend of the fleet: its owners' counters added up (by slot).
 struct BackendSnapshot {
   std::string name;
@@ -110,6 +123,7 @@ struct StatsSnapshot {
   ForwardingSnapshot forwarding;
   std::vector<BackendSnapshot> backends;  // in profile order; empty without backends
   std::vector<ExceptionSnapshot> exception;  // per port with a TAP, per class; empty without
+  std::vector<PeerSyncSnapshot> peer_sync;   // one with peer_sync, none without
   // Whether the profile lists services (only their traffic is steered).
   bool services = false;
   ReceiveTotals rx_total;

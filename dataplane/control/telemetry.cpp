@@ -163,6 +163,15 @@ int cmd_exception(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+int cmd_peer_sync(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const StatsSnapshot s = v->stats();
+  dict_of_dicts(
+      d, s.peer_sync, [](const PeerSyncSnapshot&) { return std::string("peer_sync"); },
+      [](rte_tel_data* e, const PeerSyncSnapshot& x) { add_fields(e, kPeerSyncFields, x); });
+  return 0;
+}
+
 int cmd_backends(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const StatsSnapshot s = v->stats();
@@ -285,6 +294,8 @@ void register_once() {
          "Forwarding tables: enabled, entries, slots, setup_entries, setup_slots, expired, retired, retiring_slots. No parameters"},
         {"/quicsteer/exception", cmd_exception,
          "The exception path to the kernel, named port/class: to and from the TAP, policed, refused. No parameters"},
+        {"/quicsteer/peer_sync", cmd_peer_sync,
+         "Peer sync: ready, messages, entries, refusals. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},
         {"/quicsteer/steering", cmd_steering, "The live steering generation, its QUIC-LB configs, the last reload. No parameters"},
         {"/quicsteer/health", cmd_health,

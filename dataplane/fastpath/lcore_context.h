@@ -118,6 +118,12 @@ struct LcoreContext {
   std::unique_ptr<SweepPacer> forwarding_sweep;  // buckets of each table, per idle_timeout / 4
   Counter forwarding_expired;
   Counter forwarding_retired;  // entries of removed backends swept out (ForwardingTables::sweep_retired)
+  // With peer_sync: what each burst taught the established table goes on
+  // this ring to the sync thread (dataplane/runtime/peer_sync.h); a full
+  // ring drops (learned_ring_full), never waits. nullptr without.
+  SpscRing<LearnedEntry>* learned_ring = nullptr;
+  LearnedLog learned_log;
+  Counter learned_ring_full;
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner

@@ -24,6 +24,7 @@
 #include "dataplane/fastpath/backend_delivery.h"
 #include "dataplane/fastpath/connection_stage.h"
 #include "dataplane/fastpath/exception_rx.h"
+#include "dataplane/fastpath/learned_share.h"
 #include "dataplane/fastpath/lcore_context.h"
 #include "dataplane/fastpath/steer_meta.h"
 #include "dataplane/fastpath/tsan.h"
@@ -558,10 +559,12 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   RxClass cls[kMaxBurst];
   SteerMeta meta[kMaxBurst];
   RouteCounts routes;
+  routes.learn.log = learned_log_for(c);
   const bool one_owner = c.live_classifier->load(std::memory_order_acquire)
                              ->classify(pkts, n, owner, cls, meta, c.owner_index < 0 ? kNoOwner : std::uint16_t(c.owner_index),
                                        std::uint32_t(now / c.tsc_per_ms), routes);
   count_routes(q.stats, routes);
+  share_learned(c);
   const unsigned malformed = routes.by_class[unsigned(RxClass::kMalformed)];
   const unsigned not_udp = routes.by_class[unsigned(RxClass::kNotUdp)];
   const unsigned not_quic = routes.by_class[unsigned(RxClass::kNotQuic)];

@@ -218,8 +218,14 @@ void Dataplane::build_lcores() {
     // profile: nobody, not even one who knows the fallback key (all zeros
     // by default), can aim DCIDs at one bucket, and a reload that rekeys the
     // fallback leaves what the tables learned in place.
+    // With peer sync, every peer keys them alike from the shared secret
+    // (a key is then the same connection everywhere; the secret is no
+    // less secret than a random key).
     std::array<std::uint8_t, 16> table_key;
-    kernel_random(table_key, "the forwarding tables' hash key");
+    if (profile_.peer_sync.enabled)
+      table_key = PeerSync::table_key(profile_.peer_sync);
+    else
+      kernel_random(table_key, "the forwarding tables' hash key");
     forwarding_ = make_forwarding_tables(profile_.steering.forwarding, table_key);
     classifier_->use_tables(forwarding_.get());
   }
@@ -300,10 +306,21 @@ void Dataplane::build_lcores() {
       ctx->rx.push_back(std::move(q));
     }
     if (polls_a_tap_port) ctx->kernel_rings = taps_->rings_for_lcore();
+    if (!l.rx.empty() && profile_.peer_sync.enabled && forwarding_) {
+      learned_rings_.push_back(std::make_unique<LearnedRing>(profile_.peer_sync.ring_size));
+      ctx->learned_ring = learned_rings_.back().get();
+    }
     if (!l.rx.empty()) ++producers;
     lcores_.push_back(std::move(ctx));
   }
   warn_if_pool_small(profile_, producers, unsigned(owners.size()));
+  if (!learned_rings_.empty()) {
+    std::vector<LearnedRing*> rings;
+    for (const auto& r : learned_rings_) rings.push_back(r.get());
+    peer_sync_ = std::make_unique<PeerSync>(profile_.peer_sync, profile_.steering.forwarding, *forwarding_,
+                                            std::move(rings), tsc_per_ms);
+    peer_sync_->set_backends(profile_.steering.backends);
+  }
 
   // An owner that polls no RX queue has nothing to do until a receiver hands
   // it packets: when idle it sleeps on a doorbell instead of a fixed nap.
@@ -508,6 +525,7 @@ void Dataplane::launch() {
   // took (RX bursts handed to rings, parked, staged for TX), as after any run.
   running_ = true;
   if (taps_) taps_->start();
+  if (peer_sync_) peer_sync_->start();
   for (std::size_t i = 0; i < lcores_.size(); ++i) {
     LcoreContext& c = *lcores_[i];
     tsan_release(&c);
@@ -571,6 +589,7 @@ void Dataplane::stop() {
   for (auto& c : lcores_) discard_after_stop(*c);
   // What the receivers put on their rings to the kernel still goes there.
   if (taps_) taps_->stop();
+  if (peer_sync_) peer_sync_->stop();
 }
 
 std::uint64_t Dataplane::pool_size() const {
@@ -725,6 +744,11 @@ StatsSnapshot Dataplane::snapshot() const {
     s.backends.push_back(std::move(bs));
   }
   s.services = !profile_.steering.services.empty();
+  if (peer_sync_) {
+    PeerSyncSnapshot x = peer_sync_->snapshot();
+    for (const auto& c : lcores_) x.ring_full += c->learned_ring_full.get();
+    s.peer_sync.push_back(x);
+  }
   if (taps_) {
     for (const auto& t : taps_->taps()) {
       for (unsigned k = 0; k < kExceptionClasses; ++k) {

@@ -18,6 +18,7 @@
 #include "dataplane/config/profile.h"
 #include "dataplane/control/health_monitor.h"
 #include "dataplane/runtime/kernel_taps.h"
+#include "dataplane/runtime/peer_sync.h"
 #include "dataplane/control/stats_snapshot.h"
 
 struct rte_mempool;
@@ -158,10 +159,15 @@ class Dataplane {
   bool ports_open_ = false;
   // The exception path's TAPs and their thread (null without a tap).
   std::unique_ptr<KernelTaps> taps_;
+  // Peer sync: the receivers' rings of learned entries (empty without
+  // peer_sync); the thread that drains them is peer_sync_, declared after
+  // forwarding_ so that it stops before the tables and rings go.
+  std::vector<std::unique_ptr<LearnedRing>> learned_rings_;
   // Shared by every classifier, across reloads (they keep owner indices,
   // which a reload cannot change); null when steering.forwarding.enabled is
   // false. Declared first: it outlives the classifiers that point at it.
   std::unique_ptr<ForwardingTables> forwarding_;
+  std::unique_ptr<PeerSync> peer_sync_;
   // The classifier in force (what live_classifier_ points at) and what the
   // lcores wait on for a reload's grace period.
   std::unique_ptr<MbufClassifier> classifier_;

@@ -32,6 +32,7 @@ HealthSample Dataplane::health_sample() const {
       up = kernel_link_up(kernel_interfaces_[i]);
     h.ports.push_back({profile_.ports[i].name, up});
   }
+  if (peer_sync_) h.peer_sync_ready = peer_sync_->ready();
   return h;
 }
 

@@ -65,6 +65,7 @@ Dataplane::PreparedSteering Dataplane::prepare_steering(const Profile& next) con
     return p;
   }
   try {
+    if (placed.peer_sync.enabled) PeerSync::check_backend_ids(placed.peer_sync, placed.steering.backends);
     p.classifier_ = std::make_unique<MbufClassifier>(placed.steering);
     p.delivery_ = make_delivery_plan(placed);
   } catch (const std::exception& e) {
@@ -115,6 +116,10 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
   // entries naming them: their entries can be swept. A data path whose
   // lcores are not running sweeps here.
   const std::vector<std::uint16_t> removed = prepared.slots_.removed();
+  // Peers' entries name backends by their names' ids: from here on none of
+  // a removed backend is written (set_backends waits for an absorb under
+  // way), so that the sweep below leaves none behind.
+  if (peer_sync_) peer_sync_->set_backends(prepared.profile_.steering.backends);
   if (forwarding_ && !removed.empty()) {
     prepared.slots_.retire_removed(forwarding_->retire(removed));
     if (!running_)

@@ -69,6 +69,9 @@ Filled one_of_each() {
   x.cls = "bgp";
   fill(x, kExceptionFields, v);
   s.exception = {x};
+  PeerSyncSnapshot ps;
+  fill(ps, kPeerSyncFields, v);
+  s.peer_sync = {ps};
   return r;
 }
 
@@ -94,6 +97,7 @@ void expect_every_table(const Filled& f, const std::string& text, const char* pa
   expect_each(kForwardingFields, f.s.forwarding, text, pattern);
   expect_each(kBackendCounterFields, f.s.backends[0], text, pattern);
   expect_each(kExceptionFields, f.s.exception[0], text, pattern);
+  expect_each(kPeerSyncFields, f.s.peer_sync[0], text, pattern);
 }
 
 TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
@@ -117,6 +121,7 @@ TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
   add(kForwardingFields);
   add(kBackendCounterFields);
   add(kExceptionFields);
+  add(kPeerSyncFields);
   const std::string list = capture([](std::FILE* f) { print_counter_list(f); });
   EXPECT_EQ(std::size_t(std::count(list.begin(), list.end(), '\n')), n) << list;
 }
@@ -172,6 +177,7 @@ TEST(CounterFields, EveryCounterIsInThePrometheusText) {
   expect_samples(kForwardingFields, f.s.forwarding, "", out);
   expect_samples(kBackendCounterFields, f.s.backends[0], "backend=\"b0\",owner_lcore=\"0\"", out);
   expect_samples(kExceptionFields, f.s.exception[0], "port=\"wire\",class=\"bgp\"", out);
+  expect_samples(kPeerSyncFields, f.s.peer_sync[0], "", out);
 }
 
 }  // namespace

@@ -24,10 +24,10 @@ BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 PREFIX = f"qs-counters-{os.getpid()}"
-SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend", "exception")
-# The exception path's counters need a TAP (root, /dev/net/tun): a run of
-# their own (exception_run below).
-MAIN_RUN_SCOPES = SCOPES[:-1]
+SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend", "exception", "peer_sync")
+# The exception path's counters need a TAP (root, /dev/net/tun), peer sync's
+# a profile of its own: runs of their own (exception_run, peer_sync_run).
+MAIN_RUN_SCOPES = SCOPES[:-2]
 
 
 def profile_text(pcap, json_path, fleet):
@@ -53,7 +53,7 @@ def summary_blocks(text):
     headings = [(re.compile(r"^    exception \S+ (arp|nd|bgp|bfd|link|icmp|other) +\w+ \d"), "exception"), (re.compile(r"^    receive {2,}\S"), "receive"), (re.compile(r"^    queues {2,}\S"), "queue"),
                 (re.compile(r"^    owner {2,}\S"), "owner"), (re.compile(r"^    lcores {2,}\S"), "lcore"),
                 (re.compile(r"^    forwarding {2,}\S"), "forwarding"), (re.compile(r"^    ring \d+->\d+ "), "ring"),
-                (re.compile(r"^  port \S+ "), "port")]
+                (re.compile(r"^  port \S+ "), "port"), (re.compile(r"^    peer sync {2,}\S"), "peer_sync")]
     scope, in_backends = None, False
     for line in text.splitlines():
         if scope and line.startswith(" " * 16):
@@ -223,6 +223,65 @@ stats: {{period_ms: 100, json: "{json_path}"}}
             missing.append(f"{name} (Prometheus {c['metric']})")
     check(not missing, f"every exception counter is in every output: missing {missing}")
 
+
+def peer_sync_run(tmp):
+    """A fleet profile with peer_sync to a peer that never answers (a
+    loopback port nobody binds): one row of the peer_sync scope in every
+    output, zeros included; it asked for a copy and gave up after its
+    resync_timeout_ms."""
+    json_path = os.path.join(tmp, "peer_sync.json")
+    prefix = PREFIX + "-s"
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        listen_port = sock.getsockname()[1]
+    run = write(os.path.join(tmp, "peer_sync.yaml"), f"""eal: {eal(prefix)}
+ports:
+  - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 1, rss: false}}
+mempool: {{mbufs: 4095, cache: 32}}
+lcores: [{{id: 1, rx: ["wire:0"], owner: true}}]
+backends:
+  - {{name: b0, ipv4: 10.9.0.10, mac: "02:00:00:09:00:10"}}
+action: {{type: forward, tx_port: wire, delivery: {{mode: l2}}}}
+peer_sync: {{listen: "127.0.0.1:{listen_port}", peers: ["127.0.0.1:9"], key: "{'5a' * 32}", resync_timeout_ms: 200}}
+polling: {{idle_sleep_us: 100}}
+telemetry: {{prometheus_listen: "127.0.0.1:0"}}
+stats: {{period_ms: 100, json: "{json_path}"}}
+""")
+    proc, out = start([QUICSTEER, "--", "--profile", run])
+    port = prometheus_port(out)
+    answers = wait_for("/quicsteer/peer_sync to answer with ready 1",
+                       lambda: (lambda a: a if a and list(a[0].values())[0].get("ready") == 1 else None)(
+                           telemetry(prefix, "/quicsteer/peer_sync")))
+    rows_tel = list(answers[0].values()) if answers else []
+    families, _, _ = scrape(port)
+    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
+    stop(proc, out)
+    check(proc.returncode == 0, f"quicsteer with peer_sync stops cleanly ({proc.returncode})")
+    with open(json_path) as f:
+        row_json = json.load(f).get("peer_sync", {})
+    blocks = summary_blocks(out.text())["peer_sync"]
+    check(len(rows_tel) == 1 and len(blocks) == 1, f"one row in telemetry ({len(rows_tel)}) and the summary ({len(blocks)})")
+    check(row_json.get("resync_timeouts") == 1 and row_json.get("ready") == 1,
+          f"no peer answered: one resync timeout, then ready: {row_json}")
+    check(row_json.get("messages_sent", 0) + row_json.get("send_errors", 0) >= 1, f"it asked for a copy: {row_json}")
+    missing = []
+    for c in counters:
+        if c["scope"] != "peer_sync":
+            continue
+        name = c["name"]
+        if not isinstance(row_json.get(name), int) or not all(isinstance(r.get(name), int) for r in rows_tel) or \
+                not all(in_summary(b, name) for b in blocks):
+            missing.append(name)
+        sample = re.fullmatch(r'(\w+)(?:\{(\w+)="([^"]*)"\})?', c["metric"])
+        want = {(sample.group(2), sample.group(3))} if sample.group(2) else set()
+        if not any(n == sample.group(1) and want <= labels for n, labels in scraped):
+            missing.append(f"{name} (Prometheus {c['metric']})")
+    check(not missing, f"every peer_sync counter is in every output: missing {missing}")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    peer_sync_run(tmp)
 
 if os.geteuid() == 0 and os.access("/dev/net/tun", os.R_OK | os.W_OK):
     with tempfile.TemporaryDirectory() as tmp:
