@@ -4,9 +4,20 @@
 //   1. long header: the table keyed by 4-tuple + SCID (learned_setup);
 //   2. the table keyed by DCID (learned_cid);
 //   3. the table keyed by 4-tuple (learned_tuple);
-//   4. the fallback: the keyed hash of the DCID (fallback_dcid for a long
-//      header, fallback_unknown_cid for a short one), recording the owner it
-//      chose for a connection's first Initial.
+//   4. the fallback: the keyed hash of the 4-tuple or of the DCID
+//      (SteeringConfig::fallback_hash; fallback_tuple or fallback_dcid for a
+//      long header, fallback_unknown_cid for a short one), recording the
+//      target it chose for a connection's first Initial.
+//
+// With the 4-tuple hash (the default with backends), an appliance that
+// never saw a connection (after a crash, a return or a drain moved it
+// there) routes its packets where the one that saw its first Initial did,
+// as long as the 4-tuple has not changed: the tables are needed only for
+// what the 4-tuple cannot follow, a NAT rebinding (the DCID learned) and a
+// switch to another of the server's CIDs (the 4-tuple learned). With the
+// DCID hash, a random-CID server's DCIDs hash elsewhere than the client's
+// first one, and only the tables of the appliance that saw the handshake
+// know where the connection went.
 //
 // What is learned, from the client's own packets (the appliance sees only
 // client -> server; servers answer directly):
@@ -251,7 +262,7 @@ class ForwardingTables {
       }
       const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
       if (known.routed()) return known;
-      const std::uint16_t hashed = r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len);
+      const std::uint16_t hashed = r.fallback_target(frame, p);
       if (p.opens_connection && udp_payload(frame, p) < kMinInitialDatagram) {
         ++counts.undersized_initials;
       } else if (p.opens_connection) {
@@ -264,11 +275,11 @@ class ForwardingTables {
           case ForwardingTable::Insert::kRefused: break;
         }
       }
-      return r.resolution(hashed, ResolveMethod::kFallbackDcid);
+      return r.resolution(hashed, r.fallback_method());
     }
     const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
     if (known.routed()) return known;
-    return r.resolution(r.fallback_target_for_dcid(p.dcid(frame), p.dcid_len), ResolveMethod::kFallbackUnknownCid);
+    return r.resolution(r.fallback_target(frame, p), ResolveMethod::kFallbackUnknownCid);
   }
 
  private:

@@ -62,6 +62,7 @@ void ServerIdMap::build(
 OwnerResolver::OwnerResolver(const SteeringConfig& config, QuicLbCodec::AesBackend backend)
     : owner_lcores_(checked_owners(config)),
       mode_(config.mode),
+      tuple_fallback_(config.resolved_fallback_hash() == FallbackHash::kTuple),
       key_(SipHashKey::from_bytes(config.fallback_key)),
       cid_hash_(key_, backend != QuicLbCodec::AesBackend::kOpenSsl),
       ring_(owner_lcores_, key_, config.fallback_vnodes) {

@@ -23,10 +23,13 @@
 //      over the keyed hash of the DCID (steering/cid_hash.h; kFallbackDcid, or
 //      kFallbackUnknownCid for a short header the tables know nothing of).
 //      Every Initial of a connection carries the same DCID and so reaches the
-//      same owner from any RX queue.
+//      same owner from any RX queue. With fallback_hash kTuple (the default
+//      with backends) the hash is of the 4-tuple instead (kFallbackTuple, or
+//      kFallbackUnknownCid), so that appliances agree on a connection whose
+//      4-tuple has not changed without sharing what they learned.
 //   3. QUIC with an empty DCID, UDP that is not QUIC, and other IP traffic:
-//      the ring over the keyed hash of version, protocol, ports (zero without
-//      a UDP header) and addresses (kFallbackTuple). Non-first IP fragments
+//      the keyed hash of version, protocol, ports (zero without a UDP
+//      header) and addresses (kFallbackTuple). Non-first IP fragments
 //      have no ports, so they hash by addresses alone.
 //   4. Not IP, or malformed: no owner (kNone); the dataplane decides.
 // With SteeringMode::kFourTuple, QUIC skips 1 and 2 (a baseline: what RSS or
@@ -248,6 +251,18 @@ class OwnerResolver {
   std::uint16_t fallback_target_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
     return target_for_hash(dcid_hash(dcid, len));
   }
+  std::uint16_t fallback_target_for_tuple(const std::uint8_t* frame, const ParsedPacket& p) const {
+    return target_for_hash(tuple_hash(frame, p));
+  }
+  // What routes a QUIC packet that QUIC-LB did not and no table knows
+  // (SteeringConfig::fallback_hash): the hash of its 4-tuple or of its DCID.
+  bool hashes_tuples() const { return tuple_fallback_; }
+  std::uint16_t fallback_target(const std::uint8_t* frame, const ParsedPacket& p) const {
+    return tuple_fallback_ ? fallback_target_for_tuple(frame, p) : fallback_target_for_dcid(p.dcid(frame), p.dcid_len);
+  }
+  ResolveMethod fallback_method() const {
+    return tuple_fallback_ ? ResolveMethod::kFallbackTuple : ResolveMethod::kFallbackDcid;
+  }
   // The owner index the hash gives (its target's owner).
   std::uint16_t fallback_owner_for_dcid(const std::uint8_t* dcid, std::size_t len) const {
     return targets_[fallback_target_for_dcid(dcid, len)].owner;
@@ -311,7 +326,11 @@ class OwnerResolver {
   Resolution resolve(const std::uint8_t* frame, const ParsedPacket& p) const {
     switch (p.verdict) {
       case Verdict::kQuic:
-        if (p.dcid_len > 0 && mode_ == SteeringMode::kCid) return resolve_dcid(p.dcid(frame), p.dcid_len);
+        if (p.dcid_len > 0 && mode_ == SteeringMode::kCid) {
+          if (!tuple_fallback_) return resolve_dcid(p.dcid(frame), p.dcid_len);
+          const Resolution r = resolve_quic_lb(p.dcid(frame), p.dcid_len);
+          if (r.routed()) return r;
+        }
         [[fallthrough]];
       case Verdict::kNotQuic:
         return resolution(target_for_hash(tuple_hash(frame, p)), ResolveMethod::kFallbackTuple);
@@ -340,6 +359,7 @@ class OwnerResolver {
 
   std::vector<unsigned> owner_lcores_;
   SteeringMode mode_ = SteeringMode::kCid;
+  bool tuple_fallback_ = false;  // SteeringConfig::resolved_fallback_hash() is kTuple
   std::array<Codepoint, 8> codepoints_{};
   std::array<std::optional<QuicLbCodec>, 8> codecs_;
   ServerIdMap server_ids_;

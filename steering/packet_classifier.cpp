@@ -159,6 +159,14 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
         }
       }
     }
+    if (tables_ == nullptr && resolver_.hashes_tuples()) {
+      for (unsigned j = 0; j < hashes_due; ++j) {
+        const unsigned i = base + hash_at[j];
+        out[i].resolution = resolver_.resolution(resolver_.fallback_target_for_tuple(frames[i], out[i].packet),
+                                                 ResolveMethod::kFallbackTuple);
+      }
+      continue;
+    }
     if (tables_ == nullptr) {
       // The keyed hash of every unrouted DCID at once: their AES blocks
       // share the pipeline as QUIC-LB's do.

@@ -38,6 +38,19 @@ struct ServerRoute {
 // SO_REUSEPORT would; a baseline that splits migrated connections.
 enum class SteeringMode : std::uint8_t { kCid, kFourTuple };
 
+// What routes a QUIC packet that QUIC-LB cannot and no forwarding table
+// knows (a connection's first Initial; a short header with an unknown DCID).
+// kTuple: the keyed hash of its 4-tuple, so that every appliance with the
+// same profile picks the same target for every packet of a connection
+// whose 4-tuple has not changed, whatever CIDs its server minted and
+// whichever appliance saw its handshake: a tier change (a crash, a return,
+// a drain) moves no such connection. kDcid: the keyed hash of the DCID,
+// which follows a connection across a NAT rebinding on one appliance
+// without tables, but changes during a random-CID handshake (the client's
+// DCID, then the server's). kAuto: kTuple with backends, kDcid without
+// (owners are one appliance's lcores; see steering/README.md).
+enum class FallbackHash : std::uint8_t { kAuto, kTuple, kDcid };
+
 // The forwarding tables (steering/forwarding_rules.h): what the load balancer
 // learns from a connection's own packets so that a server's random CIDs and a
 // NAT rebinding reach the owner of the connection's first Initial.
@@ -114,6 +127,12 @@ struct SteeringConfig {
   std::vector<unsigned> owner_lcores;       // every owner, in profile order
   std::array<std::uint8_t, 16> fallback_key{};  // keys the fallback hash
   unsigned fallback_vnodes = 128;           // points per owner on the hash ring
+  FallbackHash fallback_hash = FallbackHash::kAuto;
+  // What kAuto stands for in this configuration.
+  FallbackHash resolved_fallback_hash() const {
+    if (fallback_hash != FallbackHash::kAuto) return fallback_hash;
+    return backends.empty() ? FallbackHash::kDcid : FallbackHash::kTuple;
+  }
   ForwardingConfig forwarding;
   // The server fleet (empty: owners are the targets, as without backends).
   // With backends, server IDs live in them (server_routes stays empty) and

@@ -31,6 +31,11 @@ inline constexpr std::array<Spelling<SteeringMode>, 2> kSteeringModeSpellings{{
     {"cid", SteeringMode::kCid},
     {"four_tuple", SteeringMode::kFourTuple},
 }};
+inline constexpr std::array<Spelling<FallbackHash>, 3> kFallbackHashSpellings{{
+    {"auto", FallbackHash::kAuto},
+    {"tuple", FallbackHash::kTuple},
+    {"dcid", FallbackHash::kDcid},
+}};
 
 inline constexpr std::array<Spelling<BackendState>, 3> kBackendStateSpellings{{
     {"active", BackendState::kActive},

@@ -402,11 +402,12 @@ class ProfileDecoder {
     if (servers_) decode_servers(*servers_);
     fallback_key_at_ = field_or(m, "fallback");
     if (auto v = m.get("fallback")) {
-      const MapReader fb(d_, *v, {"key", "vnodes", "rekey_on_reload"});
+      const MapReader fb(d_, *v, {"key", "vnodes", "rekey_on_reload", "hash"});
       fallback_key_at_ = field_or(fb, "key");
       if (auto k = fb.get("key")) s.fallback_key = d_.key128(*k);
       if (auto n = fb.get("vnodes")) s.fallback_vnodes = d_.integer<unsigned>(*n, 1, 4096);
       if (auto r = fb.get("rekey_on_reload")) p_.rekey_fallback_on_reload = d_.boolean(*r);
+      if (auto h = fb.get("hash")) s.fallback_hash = d_.choice(*h, kFallbackHashSpellings);
     }
     if (auto v = m.get("forwarding")) {
       const MapReader fw(d_, *v, {"enabled", "max_entries", "max_setup_entries", "max_entries_per_source"});

@@ -131,6 +131,8 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << show(s.fallback_key);
   out << YAML::Key << "vnodes" << YAML::Value << s.fallback_vnodes;
+  out << YAML::Key << "hash" << YAML::Value
+      << config::spelling_of(config::kFallbackHashSpellings, s.fallback_hash);
   out << YAML::Key << "rekey_on_reload" << YAML::Value << YAML::TrueFalseBool << p.rekey_fallback_on_reload;
   out << YAML::EndMap;
   out << YAML::Key << "forwarding" << YAML::Value << YAML::BeginMap;

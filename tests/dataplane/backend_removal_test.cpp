@@ -67,7 +67,7 @@ const std::vector<Backend> kFleet = {{"a", 1}, {"b", 2}, {"c", 3}};
 
 struct RandomCidTraffic {
   PreparedTraffic t;
-  std::vector<std::string> backend_of_connection;  // by the hash of its first Initial's DCID
+  std::vector<std::string> backend_of_connection;  // by the fallback hash of its first Initial
 };
 
 const RandomCidTraffic& traffic_once() {
@@ -82,11 +82,16 @@ const RandomCidTraffic& traffic_once() {
     RandomCidTraffic t;
     const Profile p = parse_test_profile(profile(kFleet));
     t.t = prepare(o, kLcores, p.steering);
+    // Without tables every frame goes by the fallback hash (of the 4-tuple,
+    // the default with backends): the first Initial's is where the
+    // connection's setup entry, and so all it teaches, points.
     PacketClassifier plain(p.steering);
-    for (const auto& c : t.t.traffic.connections) {
-      const std::uint16_t slot =
-          plain.resolver().fallback_target_for_dcid(c.client_initial_dcid.data(), c.client_initial_dcid.size());
-      t.backend_of_connection.push_back(p.steering.backends.at(slot).name);
+    t.backend_of_connection.assign(t.t.traffic.connections.size(), "");
+    for (const auto& packet : t.t.traffic.packets) {
+      if (packet.connection < 0 || !packet.first_flight() || !t.backend_of_connection[packet.connection].empty())
+        continue;
+      const Decision d = plain.classify(packet.frame.data(), packet.frame.size());
+      t.backend_of_connection[packet.connection] = p.steering.backends.at(d.resolution.backend).name;
     }
     return t;
   }();

@@ -220,7 +220,7 @@ def cmd_routing(a):
                 differ += 1
                 if differ == 1:
                     failures.append(f"instance {i}, frame {row['frame']}: owner/backend {views}")
-            if row["rule"].startswith("fallback_dcid") and row["type"] == "initial":
+            if row["rule"] in ("fallback_dcid", "fallback_tuple") and row["type"] == "initial":
                 initial += 1
             where = reached.get(frames[k][14:])
             if where:

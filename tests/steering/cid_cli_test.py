@@ -345,6 +345,15 @@ rows = classify("--profile", no_tables_profile, random_pcap)
 first, before, _ = owners_by_connection(rows)
 split = [c for c in first if before[c] != {first[c]}]
 check(len(split) > len(first) // 2, f"without the tables {len(split)} of {len(first)} connections split (want most)")
+# The same capture replayed with the 4-tuple hash (--fallback-hash, over the
+# profile's dcid): without tables, every frame before a migration or
+# rebinding (one 4-tuple) reaches one owner, and the rule says which hash.
+rows = classify("--profile", no_tables_profile, "--fallback-hash", "tuple", random_pcap)
+first, before, _ = owners_by_connection(rows)
+split = [c for c in first if before[c] != {first[c]}]
+check(not split, f"with the 4-tuple hash, connections {split[:5]} split on one 4-tuple")
+check(any(r[8] == "fallback_tuple" for r in rows) and not any(r[8] == "fallback_dcid" for r in rows),
+      "--fallback-hash tuple: rule fallback_tuple, never fallback_dcid")
 
 # --- classify errors ----------------------------------------------------------
 expect_error(["classify", os.path.join(tmp, "missing.pcap")], 1, "missing.pcap")
@@ -391,6 +400,7 @@ expect_error(["classify", "--profile", text, pcap], 1, "notes.txt")
 expect_error(["classify", "--profile", os.path.join(tmp, "nope.yaml"), pcap], 1, "nope.yaml")
 expect_error(["classify", "--cid-len", "21", pcap], 2, "--cid-len")
 expect_error(["classify", "--port", "0", pcap], 2, "--port")
+expect_error(["classify", "--fallback-hash", "five_tuple", pcap], 2, "--fallback-hash")
 expect_error(["classify"], 2, "no capture")
 expect_error(["classify", pcap, pcap], 2, "more than one")
 

@@ -1042,5 +1042,115 @@ TEST(RulesRetired, ARetirementWaitsForAPassThatBeganAfterIt) {
   EXPECT_TRUE(tables.swept(second));
 }
 
+// ---------------------------------------------------------------- a change of the appliance tier
+
+// Two appliances with one profile of eight backends and tables of their own
+// (their table keys differ, as two processes' random ones do). Connections
+// to random-CID servers set up through `first`; then the tier changes (a
+// crash, a return, a drain) and `second`, which never saw them, takes the
+// rest of their packets from the same 4-tuples: a Handshake retransmitted
+// to the server's CID, then short headers. Returns how many of those
+// `second` sends to another backend than `first` chose.
+unsigned moved_after_tier_change(FallbackHash hash, unsigned connections, unsigned* rebound_moved = nullptr) {
+  SteeringConfig config = with_backends({{"a", 0}, {"b", 1}, {"c", 2}, {"d", 3}, {"e", 4}, {"f", 5}, {"g", 6}, {"h", 7}});
+  config.fallback_hash = hash;
+  config.forwarding.max_entries = 4 * connections;
+  config.forwarding.max_setup_entries = 2 * connections;
+  ForwardingTables first_tables(config.forwarding, {1}), second_tables(config.forwarding, {2});
+  PacketClassifier first(config), second(config);
+  first.use_tables(&first_tables);
+  second.use_tables(&second_tables);
+  std::mt19937_64 rng(37);
+  unsigned moved = 0, rebound = 0;
+  LearnCounts counts;
+  for (unsigned i = 0; i < connections; ++i) {
+    Tuple t;
+    t.client = IpAddress::v4(10, 1, std::uint8_t(i >> 8), std::uint8_t(i));
+    t.port = std::uint16_t(20000 + i);
+    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const auto on = [&](PacketClassifier& c, const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };
+    const Resolution opened = on(first, long_packet(t, traffic::LongType::kInitial, odcid, scid));
+    EXPECT_EQ(opened.how, hash == FallbackHash::kDcid ? ResolveMethod::kFallbackDcid : ResolveMethod::kFallbackTuple);
+    EXPECT_EQ(on(first, long_packet(t, traffic::LongType::kHandshake, server_cid, scid)).backend, opened.backend);
+    EXPECT_EQ(on(first, short_packet(t, server_cid)).backend, opened.backend);
+    // A NAT rebinding on `first`: the learned DCID follows it.
+    Tuple rebinding = t;
+    rebinding.port = std::uint16_t(40000 + i);
+    EXPECT_EQ(on(first, short_packet(rebinding, server_cid)).backend, opened.backend);
+
+    const Resolution handshake = on(second, long_packet(t, traffic::LongType::kHandshake, server_cid, scid));
+    const Resolution data = on(second, short_packet(t, server_cid));
+    EXPECT_EQ(data.how, ResolveMethod::kFallbackUnknownCid);
+    moved += handshake.backend != opened.backend || data.backend != opened.backend;
+    // The same rebound connection moved to `second`: its new 4-tuple is one
+    // no appliance hashed before, so only shared learning can follow it.
+    rebound += on(second, short_packet(rebinding, server_cid)).backend != opened.backend;
+  }
+  if (rebound_moved != nullptr) *rebound_moved = rebound;
+  return moved;
+}
+
+TEST(RulesTierChange, WithTheTupleHashAnAppliancePicksTheBackendAnotherChoseForAConnection) {
+  unsigned rebound_moved = 0;
+  EXPECT_EQ(moved_after_tier_change(FallbackHash::kTuple, 400, &rebound_moved), 0u);
+  // What the 4-tuple cannot follow (7/8 of rebound connections land
+  // elsewhere by chance): the reason peers share what they learn.
+  EXPECT_GT(rebound_moved, 250u);
+  // The default with backends.
+  EXPECT_EQ(moved_after_tier_change(FallbackHash::kAuto, 400), 0u);
+}
+
+TEST(RulesTierChange, WithTheDcidHashARandomCidConnectionMovesWhenItsApplianceChanges) {
+  // The server's CID hashes elsewhere than the client's first DCID for
+  // about 7 in 8 connections over eight backends.
+  EXPECT_GT(moved_after_tier_change(FallbackHash::kDcid, 400), 250u);
+}
+
+// Without tables the tuple hash routes every QUIC packet QUIC-LB cannot
+// (one at a time and in bursts alike), and QUIC-LB still comes first.
+TEST(RulesTierChange, WithoutTablesTheTupleHashRoutesWhatQuicLbCannot) {
+  SteeringConfig config = with_backends({{"a", 0}, {"b", 1}, {"c", 2}, {"d", 3}});
+  config.forwarding.enabled = false;
+  config.backends[2].server_ids = {{0x00, 0x07}};
+  QuicLbConfig lb;
+  lb.server_id_len = 2;
+  lb.nonce_len = 6;
+  config.quic_lb = {lb};
+  PacketClassifier plain(config);
+  PacketClassifier classifier(config);
+  std::mt19937_64 rng(5);
+  std::vector<Bytes> frames;
+  std::set<std::uint16_t> backends;
+  // CIDs of codepoint 2, which has no QUIC-LB config: 8 octets long
+  // (short_dcid_len), routable by no server ID.
+  const auto unroutable = [&] {
+    Bytes c = cid_of(rng, 8);
+    c[0] = std::uint8_t(0x40 | (c[0] & 0x1f));
+    return c;
+  };
+  for (unsigned i = 0; i < 64; ++i) {
+    Tuple t;
+    t.port = std::uint16_t(30000 + i);
+    frames.push_back(short_packet(t, unroutable()));
+    const Decision one = classifier.classify(frames.back().data(), frames.back().size());
+    EXPECT_EQ(one.resolution.how, ResolveMethod::kFallbackTuple);
+    // Another DCID on the same 4-tuple: the same backend.
+    const Bytes other = short_packet(t, unroutable());
+    EXPECT_EQ(classifier.classify(other.data(), other.size()).resolution.backend, one.resolution.backend);
+    backends.insert(one.resolution.backend);
+  }
+  EXPECT_EQ(backends.size(), 4u) << "the hash spreads 4-tuples over every active backend";
+  Tuple t;
+  frames.push_back(short_packet(t, {0x00, 0x00, 0x07, 1, 2, 3, 4, 5, 6}));
+  const std::vector<Decision> burst = test::classify_as_burst(classifier, frames, 0, nullptr);
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const Decision one = plain.classify(frames[i].data(), frames[i].size());
+    EXPECT_EQ(burst[i].resolution.backend, one.resolution.backend) << i;
+    EXPECT_EQ(burst[i].resolution.how, one.resolution.how) << i;
+  }
+  EXPECT_EQ(burst.back().resolution.how, ResolveMethod::kQuicLb);
+  EXPECT_EQ(burst.back().resolution.backend, 2);
+}
+
 }  // namespace
 }  // namespace qs

@@ -32,7 +32,8 @@ const char* kUsage =
     "usage: quicsteer-cid encode --cr N --sid-len N --nonce-len N [--key HEX] [--len-self-encode]\n"
     "                            [--first-octet-bits N] --server-id HEX --nonce HEX\n"
     "       quicsteer-cid decode --cr N --sid-len N --nonce-len N [--key HEX] [--len-self-encode] CIDHEX\n"
-    "       quicsteer-cid classify [--profile FILE] [--port N ...] [--cid-len N] FILE.pcap\n"
+    "       quicsteer-cid classify [--profile FILE] [--port N ...] [--cid-len N]\n"
+    "                              [--fallback-hash tuple|dcid] FILE.pcap\n"
     "\n"
     "QUIC-LB connection IDs (draft-ietf-quic-load-balancers-21) and packet steering.\n"
     "\n"
@@ -69,6 +70,11 @@ const char* kUsage =
     "                        destination port is one, or else its source port.\n"
     "        --cid-len N     short-header DCID length 0..20 where no QUIC-LB config applies;\n"
     "                        overrides the profile.\n"
+    "        --fallback-hash tuple|dcid\n"
+    "                        what routes a frame QUIC-LB cannot and no table knows: the\n"
+    "                        keyed hash of its 4-tuple or of its DCID; overrides the\n"
+    "                        profile's steering.fallback.hash (tuple with backends, dcid\n"
+    "                        without), so that one capture can be replayed both ways.\n"
     "\n"
     "Exit status: 0 done, 1 error (unreadable or invalid file), 2 bad arguments.\n";
 
@@ -227,6 +233,7 @@ int run_classify(Args& args) {
   std::optional<std::string> profile_path, pcap_path;
   std::vector<std::uint16_t> ports;
   std::optional<unsigned> cid_len;
+  std::optional<qs::FallbackHash> fallback_hash;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--profile") {
@@ -235,6 +242,11 @@ int run_classify(Args& args) {
       ports.push_back(std::uint16_t(parse_number(a, args.value(a), 1, 65535)));
     } else if (a == "--cid-len") {
       cid_len = parse_number(a, args.value(a), 0, 20);
+    } else if (a == "--fallback-hash") {
+      const std::string v = args.value(a);
+      if (v == "tuple") fallback_hash = qs::FallbackHash::kTuple;
+      else if (v == "dcid") fallback_hash = qs::FallbackHash::kDcid;
+      else throw UsageError("--fallback-hash: expected tuple or dcid, got '" + v + "'");
     } else if (a.rfind("--", 0) == 0) {
       throw UsageError("classify: unknown option '" + a + "'");
     } else if (pcap_path) {
@@ -249,6 +261,7 @@ int run_classify(Args& args) {
   if (profile_path) steering = qs::load_profile(*profile_path).steering;
   if (!ports.empty()) steering.quic_ports = ports;
   if (cid_len) steering.short_dcid_len = std::uint8_t(*cid_len);
+  if (fallback_hash) steering.fallback_hash = *fallback_hash;
   const qs::ParserConfig parser(steering);
   std::optional<qs::PacketClassifier> classifier;
   // The data path's forwarding tables, learning from the capture as the
