@@ -15,6 +15,7 @@ with). Each subcommand prints what it found; exit 1 when an assertion fails.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -192,12 +193,54 @@ def classify(tool, profile, pcap):
     return [dict(zip(head, line.split(","))) for line in out[1:]]
 
 
+def without_tables(profile, out):
+    """PROFILE with steering.forwarding.enabled false, written to OUT: what an
+    instance that has seen nothing of a connection picks for its packets
+    (QUIC-LB, else the fallback hash)."""
+    text = open(profile).read()
+    if re.search(r"(?m)^  forwarding:", text):
+        text, n = re.subn(r"(?m)^(  forwarding:\n(?:(?:    .*)?\n)*?    enabled: *)true\b", r"\1false", text)
+        if n != 1:
+            raise SystemExit(f"{profile}: no 'enabled: true' under steering.forwarding to turn off")
+    else:
+        text, n = re.subn(r"(?m)^steering:\n", "steering:\n  forwarding: {enabled: false}\n", text)
+        if n != 1:
+            raise SystemExit(f"{profile}: no steering section")
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def first_paths(work, tag):
+    """The client (address, port) pairs whose first frame through either
+    instance (the router's captures) was a long header: the 4-tuples
+    connections started on. A pair whose first frame was a short header is
+    one a connection moved to (a NAT rebinding)."""
+    first = {}
+    for i in range(NINSTANCES):
+        for t, f in pcap_records(os.path.join(work, f"{tag}-qs{i}.pcap")):
+            fl = flow(f)
+            if fl is not None and len(f) > 14 + (f[14] & 0x0F) * 4 + 8 and (fl not in first or t < first[fl][0]):
+                first[fl] = (t, bool(f[14 + (f[14] & 0x0F) * 4 + 8] & 0x80))
+    return {fl for fl, (_, long_header) in first.items() if long_header}
+
+
 def cmd_routing(a):
-    """Both instances' profiles route every frame of each instance's capture
-    alike (quicsteer-cid classify: owner and backend), client-chosen Initial
-    DCIDs included; and every such frame that reached a server reached the
-    backend classify names (matched by its IP packet, which l2 delivery
-    leaves as it is)."""
+    """Both instances route every frame alike, owner and backend,
+    client-chosen Initial DCIDs included, and each frame that reached a
+    server reached the backend classify names (matched by its IP packet,
+    which l2 delivery leaves as it is). quicsteer-cid classify replays each
+    instance's capture through its forwarding tables, as the instance did:
+      - both instances' profiles (--profile, one per instance) route each
+        capture alike;
+      - an instance that has seen nothing of a connection routes its packets
+        as that replay does: the profile without tables (QUIC-LB, else the
+        fallback hash) gives the replay's backend for every frame on the
+        4-tuple its connection started on. An instance learns an entry only
+        from a frame it routed, so whatever each instance saw of a
+        connection, both send its frames to that backend. Frames on a
+        4-tuple a connection moved to (a NAT rebinding) may differ: only an
+        instance that learned the connection's DCID follows it there (the
+        fallback hashes the new 4-tuple); counted, not asserted."""
     failures = []
     reached = {}
     initials = 0
@@ -205,11 +248,15 @@ def cmd_routing(a):
         for _, f in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
             if flow(f):
                 reached.setdefault(f[14:], set()).add(f"srv{n}")
+    fresh_profile = os.path.join(a.work, f"{a.tag}-no-tables.yaml")
+    without_tables(a.profile[0], fresh_profile)
+    started = first_paths(a.work, a.tag)
     for i in range(NINSTANCES):
         pcap = os.path.join(a.work, f"{a.tag}-qs{i}.pcap")
         rows = [classify(a.cid_tool, p, pcap) for p in a.profile]
+        fresh = classify(a.cid_tool, fresh_profile, pcap)
         frames = [f for _, f in pcap_records(pcap)]
-        same = differ = initial = matched = wrong = 0
+        same = differ = initial = matched = wrong = on_start = unseen = moved = moved_differ = 0
         for k, row in enumerate(rows[0]):
             if row["verdict"] != "quic":
                 continue
@@ -220,6 +267,17 @@ def cmd_routing(a):
                 differ += 1
                 if differ == 1:
                     failures.append(f"instance {i}, frame {row['frame']}: owner/backend {views}")
+            if flow(frames[k]) in started:
+                on_start += 1
+                if fresh[k]["backend"] != row["backend"]:
+                    unseen += 1
+                    if unseen == 1:
+                        failures.append(f"instance {i}, frame {row['frame']} ({row['form']} header, {row['rule']}): "
+                                        f"its tables say {row['backend']}, an instance without them "
+                                        f"{fresh[k]['backend']} ({fresh[k]['rule']})")
+            else:
+                moved += 1
+                moved_differ += fresh[k]["backend"] != row["backend"]
             if row["rule"] in ("fallback_dcid", "fallback_tuple") and row["type"] == "initial":
                 initial += 1
             where = reached.get(frames[k][14:])
@@ -230,15 +288,22 @@ def cmd_routing(a):
                     if wrong == 1:
                         failures.append(f"instance {i}, frame {row['frame']}: classify says {row['backend']}, "
                                         f"it reached {sorted(where)}")
+        rebound = (f"; {moved} on a 4-tuple their connection moved to, {moved_differ} of them elsewhere"
+                   if moved else "")
         print(f"  {a.tag}: instance {i}'s capture: {same} QUIC frames routed alike by both profiles "
-              f"({initial} client-chosen Initial DCIDs), {differ} differently; {matched} found at a server, "
-              f"{wrong} at another backend than classify's")
+              f"({initial} client-chosen Initial DCIDs), {differ} differently; without tables (an instance "
+              f"that saw nothing of them): {on_start} on the 4-tuple their connection started on, {unseen} of "
+              f"them elsewhere{rebound}; {matched} found at a server, {wrong} at another backend than "
+              f"classify's")
         initials += initial
         if same == 0 or matched == 0:
             failures.append(f"instance {i}'s capture holds too little to compare ({same} frames, {matched} "
                             f"found at a server)")
         if differ:
             failures.append(f"instance {i}: {differ} frames routed differently")
+        if unseen:
+            failures.append(f"instance {i}: {unseen} frames routed elsewhere by an instance that has not seen "
+                            f"their connection")
         if wrong:
             failures.append(f"instance {i}: {wrong} frames reached another backend")
     if initials == 0:
