@@ -22,10 +22,13 @@
 #            failover time as for crash.
 #
 # Over each batch's captures (the router towards each instance, what reached
-# each server): both instances' profiles route every frame alike, owner and
-# backend, client-chosen Initial DCIDs included, and each frame that reached a
-# server reached the backend classify names. Over the whole run: no server
-# received a packet of a connection it does not have.
+# each server; scaleout_check.py routing): both instances route every frame
+# alike, owner and backend, client-chosen Initial DCIDs included (their
+# profiles agree on each capture replayed through its instance's tables, and
+# an instance that has seen nothing of a connection, the profile without
+# tables, routes its frames as the replay does), and each frame that reached
+# a server reached the backend classify names. Over the whole QUIC-LB run: no
+# server received a packet of a connection it does not have.
 #
 # Then servers that mint random CIDs (ngtcp2's gtlsserver,
 # configs/scaleout-random-cid.yaml: forwarding tables, per instance; what no
@@ -33,11 +36,15 @@
 # hashed by its 4-tuple, steering.fallback_hash: tuple, alike on every
 # instance): a batch without an event, then crash, return and drain as
 # above. Every download completes (and the drained quicsteer counts no
-# software drop). Then rebind-failover: the clients rebind their NAT (a new
+# software drop), and both instances route every frame alike, as above.
+# Then rebind-failover: the clients rebind their NAT (a new
 # UDP port, the same CID), then quicsteer of instance 0 crashes mid-transfer.
 # Without peer_sync no instance knows what another learned: the test reports
 # how many downloads complete, by what moved them (the rebinding, the crash,
-# both or neither). With configs/scaleout-random-cid-sync.yaml present (the
+# both or neither); the routing check holds for the frames on the 4-tuple
+# each connection started on, and counts those on the new one that an
+# instance without the connection's DCID would send elsewhere. With
+# configs/scaleout-random-cid-sync.yaml present (the
 # same with peer_sync) it runs again on that, and every download must
 # complete.
 #
@@ -148,6 +155,7 @@ for ev in "none 0" "crash 0" "return 0" "drain 1"; do
   echo "$line"
   summary+=("$event $(grep -o '[0-9]*/[0-9]*' <<<"$line" | head -1)")
   [ "$event" = crash ] && check $CHECK failover "$RQ_WORK" random-crash --victim 0
+  routing "random-$event"
   if [ "$event" = drain ]; then
     read -r rc tag <"$RQ_WORK/random-drain-drained"
     [ "$rc" -eq 0 ] || { echo "  scaleout: FAILED: the drained quicsteer exited with $rc"; failed=1; }
@@ -189,6 +197,7 @@ rebind_failover() {
   else
     $CHECK rebinding "$RQ_WORK" "$tag" --count $N --victim 0 --expect report
   fi
+  routing "$tag"
   so_quicsteer_start 0 || { echo "scaleout: instance 0 did not start again"; exit 1; }
   qsso_wait_nexthops 2 10 || { echo "  scaleout: FAILED: instance 0 was not announced again"; failed=1; }
 }
