@@ -90,6 +90,23 @@
 
 namespace qs {
 
+// An entry learning added to the established table, for the peers that
+// share what this appliance learns (peer sync): its key, as the table files
+// it, its target and learn credit.
+struct LearnedEntry {
+  std::uint64_t key;
+  std::uint16_t target;
+  std::uint8_t credit;
+};
+// Where a receiver collects one burst's LearnedEntries: at most two per
+// packet (a DCID and a 4-tuple) of a burst of up to 64.
+struct LearnedLog {
+  static constexpr unsigned kCapacity = 128;
+  unsigned n = 0;
+  unsigned overflowed = 0;  // entries that found the log full (not shared)
+  LearnedEntry entries[kCapacity];
+};
+
 // What learning did, added up by the caller per burst.
 struct LearnCounts {
   std::uint32_t learned = 0;        // entries added to the established table
@@ -101,6 +118,7 @@ struct LearnCounts {
   std::uint32_t retired_hits = 0;   // entries found that name a backend a reload removed (read as misses)
   std::uint32_t source_over_budget = 0;   // entries not learned: their source had taught its share (SourceBudget)
   std::uint32_t undersized_initials = 0;  // first Initials in datagrams under 1,200 octets: no setup entry
+  LearnedLog* log = nullptr;  // where established entries added go, when peers share them (else null)
 };
 
 // The two tables a data path shares between its receiving lcores (or a tool
@@ -353,6 +371,13 @@ class ForwardingTables {
       case ForwardingTable::Insert::kInserted:
         ++counts.learned;
         sources_.charge(source, now_ms);
+        if (counts.log != nullptr) [[unlikely]] {
+          LearnedLog& log = *counts.log;
+          if (log.n < LearnedLog::kCapacity)
+            log.entries[log.n++] = {key, target, std::uint8_t(credit)};
+          else
+            ++log.overflowed;
+        }
         return true;
       case ForwardingTable::Insert::kRefused: ++counts.source_over_budget; break;
       case ForwardingTable::Insert::kFull: ++counts.table_full; break;

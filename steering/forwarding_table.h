@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 #include "steering/siphash.h"
 #include "steering/slot_memory.h"
@@ -307,6 +308,46 @@ class ForwardingTable {
       }
     }
     return removed;
+  }
+
+  // Peers (peer sync) exchange entries as the key this table files them
+  // under: the fingerprint above the first bucket's index. For a table of
+  // 65,536 buckets or more that is the whole 64-bit hash; for a smaller one
+  // its low 48 + log2(buckets) bits, which a table of the same size files
+  // in the same place, so peers must have tables of one size
+  // (bucket_count(), which their messages carry).
+  //
+  // visit(): calls fn(key, target, credit, age_ms) for each entry of
+  // buckets [first, first + n) (as far as the table has them), with its
+  // age at now_ms. Reads only; inserts and lookups may run meanwhile (an
+  // entry that changes may be seen before or after the change).
+  template <typename Fn>
+  void visit(std::uint32_t first, unsigned n, std::uint32_t now_ms, Fn&& fn) const {
+    const std::uint64_t end = std::uint64_t(first) + n < bucket_count() ? std::uint64_t(first) + n : bucket_count();
+    for (std::uint64_t at = first; at < end; ++at) {
+      const Bucket& b = buckets_[at];
+      for (unsigned i = 0; i < kSlotsPerBucket; ++i) {
+        const std::uint64_t word = b.word[i].load(std::memory_order_acquire);
+        if (word == 0) continue;
+        const std::uint64_t fp = word >> 16;
+        // A second-bucket entry's first bucket: the move is an XOR.
+        const std::uint32_t first_bucket =
+            (word & kSecondBit) != 0 ? second_bucket(std::uint32_t(at), fp) : std::uint32_t(at);
+        fn(fp << fp_shift_ | first_bucket, std::uint16_t(word & kMaxTarget), unsigned(word >> kTargetBits) & kMaxCredit,
+           age(now_ms, b.seen_ms[i].load(std::memory_order_relaxed)));
+      }
+    }
+  }
+
+  // What a peer sent: an entry last seen at seen_ms (by this table's
+  // clock). If the key is here, its last-seen time moves on to seen_ms when
+  // that is later (kPresent; the target stays, as for any insert); if not,
+  // it is inserted as last seen at seen_ms, `admit` asked first as insert()
+  // does.
+  template <typename Admit>
+  Insert absorb(std::uint64_t key, std::uint16_t target, unsigned credit, std::uint32_t seen_ms, Admit&& admit) {
+    if (find_entry(key, seen_ms).found()) return Insert::kPresent;
+    return insert(key, target, seen_ms, credit, std::forward<Admit>(admit));
   }
 
   std::uint32_t bucket_count() const { return mask_ + 1; }

@@ -100,6 +100,24 @@ struct ExceptionPathConfig {
   }
 };
 
+// Peers that share what their forwarding tables learn (issue 37;
+// dataplane/runtime/peer_sync.h): off unless the profile has `peer_sync`.
+struct PeerSyncConfig {
+  bool enabled = false;
+  ListenAddress listen;                // where this instance's sync socket binds
+  std::vector<ListenAddress> peers;    // the other instances' listen addresses
+  std::array<std::uint8_t, 32> key{};  // shared by every peer: authenticates, and keys the tables' hash
+  // New entries one peer may add per idle timeout, as a share of
+  // steering.forwarding.max_entries.
+  double max_peer_share = 0.25;
+  // Entries a peer may send per second (more are refused as rate_limited),
+  // and the most this instance sends each peer per second.
+  std::uint32_t entries_per_s = 20000;
+  std::uint32_t max_skew_ms = 10000;       // a message sent longer ago (or later) than this is stale
+  std::uint32_t resync_timeout_ms = 5000;  // a start waits this long for a peer's copy before it reports healthy
+  std::uint32_t ring_size = 4096;          // per receiving lcore: learned entries waiting for the sync thread
+};
+
 struct BackpressureConfig {
   BackpressurePolicy policy = BackpressurePolicy::kPark;
   // Ring occupancy that stops hand-off, and occupancy at or below which parked
@@ -167,6 +185,7 @@ struct Profile {
   bool rekey_fallback_on_reload = false;
   BackpressureConfig backpressure;
   ExceptionPathConfig exception_path;
+  PeerSyncConfig peer_sync;
   ActionConfig action;
   PollingConfig polling;
   StatsConfig stats;

@@ -153,8 +153,8 @@ class ProfileDecoder {
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
                          {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "services",
-                          "exception_path", "backpressure", "action", "polling", "stats", "telemetry", "drain",
-                          "duration_s"});
+                          "exception_path", "peer_sync", "backpressure", "action", "polling", "stats", "telemetry",
+                          "drain", "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
     }
@@ -172,6 +172,7 @@ class ProfileDecoder {
     if (auto f = root.get("services")) decode_services(*f);
     if (auto f = root.get("exception_path")) decode_exception_path(*f);
     check_taps();
+    if (auto f = root.get("peer_sync")) decode_peer_sync(*f);
     decode_backpressure(root.get("backpressure"));
     decode_action(root, root.get("action"));
     if (auto f = root.get("polling")) decode_polling(*f);
@@ -700,6 +701,56 @@ class ProfileDecoder {
                     " of the owners: at least " + std::to_string(owners + 1) + ", got " +
                     std::to_string(port.tx_queues));
     }
+  }
+
+  ListenAddress listen_address(const Field& f) {
+    const std::string text = d_.text(f);
+    const std::string problem = listen_address_problem(text);
+    if (!problem.empty()) d_.fail(f, problem);
+    ListenAddress a;
+    parse_listen_address(text, a);
+    if (a.port == 0) d_.fail(f, "needs a port (1..65535), got '" + text + "'");
+    return a;
+  }
+
+  // Peer sync shares what forwarding tables learn about backends: it needs
+  // both, and peers of one family.
+  void decode_peer_sync(const Field& f) {
+    PeerSyncConfig& x = p_.peer_sync;
+    const MapReader m(d_, f, {"listen", "peers", "key", "max_peer_share", "entries_per_s", "max_skew_ms",
+                              "resync_timeout_ms", "ring_size"});
+    x.enabled = true;
+    x.listen = listen_address(m.require("listen"));
+    const Field peers = m.require("peers");
+    for (const Field& item : d_.list(peers)) {
+      const ListenAddress a = listen_address(item);
+      if (a.ipv6 != x.listen.ipv6) d_.fail(item, "must be of the listen address's family");
+      for (const ListenAddress& b : x.peers)
+        if (b.host == a.host && b.port == a.port) d_.fail(item, "listed twice");
+      if (a.host == x.listen.host && a.port == x.listen.port) d_.fail(item, "is this instance's own listen address");
+      x.peers.push_back(a);
+    }
+    if (x.peers.empty()) d_.fail(peers, "at least one peer is required");
+    const Field key = m.require("key");
+    const std::vector<std::uint8_t> octets = d_.hex(key, 32, 32);
+    std::copy(octets.begin(), octets.end(), x.key.begin());
+    if (x.key == std::array<std::uint8_t, 32>{})
+      d_.fail(key, "all zeros: anyone could forge entries; generate one (openssl rand -hex 32)");
+    if (auto v = m.get("max_peer_share")) {
+      x.max_peer_share = d_.real(*v, 0, 1);
+      if (x.max_peer_share <= 0) d_.fail(*v, "must be above 0 (and at most 1)");
+    }
+    if (auto v = m.get("entries_per_s")) x.entries_per_s = d_.integer<std::uint32_t>(*v, 100, 10000000);
+    if (auto v = m.get("max_skew_ms")) x.max_skew_ms = d_.integer<std::uint32_t>(*v, 100, 600000);
+    if (auto v = m.get("resync_timeout_ms")) x.resync_timeout_ms = d_.integer<std::uint32_t>(*v, 0, 600000);
+    if (auto v = m.get("ring_size")) {
+      x.ring_size = d_.integer<std::uint32_t>(*v, 64, 1u << 20);
+      if ((x.ring_size & (x.ring_size - 1)) != 0) d_.fail(*v, "must be a power of two, got " + std::to_string(x.ring_size));
+    }
+    if (p_.steering.backends.empty())
+      d_.fail(f, "shares what the forwarding tables learn about backends: the profile lists none");
+    if (!p_.steering.forwarding.enabled || p_.steering.mode != SteeringMode::kCid)
+      d_.fail(f, "shares what the forwarding tables learn: they are off (steering.forwarding.enabled, steering.mode)");
   }
 
   void decode_backpressure(const std::optional<Field>& f) {

@@ -204,6 +204,26 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::EndMap;
   out << YAML::EndMap;
 
+  if (p.peer_sync.enabled) {
+    const PeerSyncConfig& x = p.peer_sync;
+    const auto spell = [](const ListenAddress& a) {
+      std::string text = a.ipv6 ? std::string("[").append(a.host).append("]") : a.host;
+      return text.append(":").append(std::to_string(a.port));
+    };
+    out << YAML::Key << "peer_sync" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << spell(x.listen);
+    out << YAML::Key << "peers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const ListenAddress& a : x.peers) out << YAML::DoubleQuoted << spell(a);
+    out << YAML::EndSeq;
+    out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(x.key.data(), x.key.size());
+    out << YAML::Key << "max_peer_share" << YAML::Value << x.max_peer_share;
+    out << YAML::Key << "entries_per_s" << YAML::Value << x.entries_per_s;
+    out << YAML::Key << "max_skew_ms" << YAML::Value << x.max_skew_ms;
+    out << YAML::Key << "resync_timeout_ms" << YAML::Value << x.resync_timeout_ms;
+    out << YAML::Key << "ring_size" << YAML::Value << x.ring_size;
+    out << YAML::EndMap;
+  }
+
   out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);
   out << YAML::Key << "high_watermark" << YAML::Value << p.backpressure.high_watermark;

@@ -670,6 +670,73 @@ std::string fleet(unsigned owners, const std::string& backend_lines, const std::
              "action: {type: forward, tx_port: wire, delivery: " + delivery + "}\nbackends:\n" + backend_lines;
 }
 
+// --- peer_sync ------------------------------------------------------------------
+
+const std::string kSyncKey = "\"" + std::string(62, '1') + "2f\"";
+// One backend (line 5), peer_sync from line 6 with `fields` from line 7.
+std::string with_peer_sync(const std::string& fields) {
+  return with_backends("  - {name: a, mac: " + kMac1 + "}\n") + "peer_sync:\n" + fields;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PeerSync, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"peer_sync_without_backends",
+                   kBase + "peer_sync:\n  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.2:7700\"]\n  key: " + kSyncKey + "\n",
+                   "t.yaml:5:3: peer_sync", "the profile lists none"},
+        BadProfile{"peer_sync_listen_missing", with_peer_sync("  peers: [\"10.0.0.2:7700\"]\n"),
+                   "t.yaml:7:3: peer_sync.listen", "required key is missing"},
+        BadProfile{"peer_sync_listen_no_port", with_peer_sync("  listen: \"10.0.0.1:0\"\n"),
+                   "t.yaml:7:11: peer_sync.listen", "needs a port"},
+        BadProfile{"peer_sync_no_peers", with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: []\n"),
+                   "t.yaml:8:10: peer_sync.peers", "at least one peer"},
+        BadProfile{"peer_sync_peer_is_self",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.1:7700\"]\n"),
+                   "t.yaml:8:11: peer_sync.peers[0]", "own listen address"},
+        BadProfile{"peer_sync_peer_other_family",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"[fd00::2]:7700\"]\n"),
+                   "t.yaml:8:11: peer_sync.peers[0]", "family"},
+        BadProfile{"peer_sync_key_short",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.2:7700\"]\n  key: \"0011\"\n"),
+                   "t.yaml:9:8: peer_sync.key", "expected 64 hex digits"},
+        BadProfile{"peer_sync_key_zero",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.2:7700\"]\n  key: \"" +
+                                  std::string(64, '0') + "\"\n"),
+                   "t.yaml:9:8: peer_sync.key", "all zeros"},
+        BadProfile{"peer_sync_share_zero",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.2:7700\"]\n  key: " + kSyncKey +
+                                  "\n  max_peer_share: 0\n"),
+                   "t.yaml:10:19: peer_sync.max_peer_share", "above 0"},
+        BadProfile{"peer_sync_ring_not_power_of_two",
+                   with_peer_sync("  listen: \"10.0.0.1:7700\"\n  peers: [\"10.0.0.2:7700\"]\n  key: " + kSyncKey +
+                                  "\n  ring_size: 1000\n"),
+                   "t.yaml:10:14: peer_sync.ring_size", "power of two"}),
+    case_name);
+
+TEST(PeerSync, DecodesEveryFieldAndDumpsThem) {
+  const qs::Profile p = qs::parse_profile(
+      with_peer_sync("  listen: \"[fd00::1]:7700\"\n  peers: [\"[fd00::2]:7701\", \"[fd00::3]:7700\"]\n  key: " +
+                     kSyncKey +
+                     "\n  max_peer_share: 0.5\n  entries_per_s: 5000\n  max_skew_ms: 2000\n"
+                     "  resync_timeout_ms: 0\n  ring_size: 1024\n"),
+      "t.yaml");
+  const qs::PeerSyncConfig& x = p.peer_sync;
+  ASSERT_TRUE(x.enabled);
+  EXPECT_TRUE(x.listen.ipv6);
+  EXPECT_EQ(x.listen.host, "fd00::1");
+  ASSERT_EQ(x.peers.size(), 2u);
+  EXPECT_EQ(x.peers[0].port, 7701);
+  EXPECT_EQ(x.key[31], 0x2f);
+  EXPECT_EQ(x.max_peer_share, 0.5);
+  EXPECT_EQ(x.entries_per_s, 5000u);
+  EXPECT_EQ(x.max_skew_ms, 2000u);
+  EXPECT_EQ(x.resync_timeout_ms, 0u);
+  EXPECT_EQ(x.ring_size, 1024u);
+  const qs::Profile again = qs::parse_profile(qs::dump_profile(p, qs::DumpKeys::kInFull), "dump.yaml");
+  EXPECT_EQ(qs::dump_profile(again, qs::DumpKeys::kInFull), qs::dump_profile(p, qs::DumpKeys::kInFull));
+  EXPECT_FALSE(qs::parse_profile(with_backends("  - {name: a, mac: " + kMac1 + "}\n"), "t.yaml").peer_sync.enabled);
+}
+
 TEST(Backends, DecodesEveryField) {
   const qs::Profile p = qs::parse_profile(
       fleet(2,

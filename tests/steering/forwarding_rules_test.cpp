@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -1150,6 +1151,91 @@ TEST(RulesTierChange, WithoutTablesTheTupleHashRoutesWhatQuicLbCannot) {
   }
   EXPECT_EQ(burst.back().resolution.how, ResolveMethod::kQuicLb);
   EXPECT_EQ(burst.back().resolution.backend, 2);
+}
+
+// ---------------------------------------------------------------- what peers exchange
+
+// Every entry visit() reports, absorbed into a table of the same size,
+// is found there by the original hash, with its target, credit and age;
+// for a small table (under 65,536 buckets, where the key keeps the low
+// 48 + log2(buckets) bits) and a large one alike.
+TEST(ForwardingTableSync, VisitedEntriesAbsorbedIntoATableOfTheSameSizeAreFoundByTheirHash) {
+  for (const std::uint32_t size : {1000u, 400000u}) {
+    ForwardingTable from(size, ForwardingTable::Policy::kKeep), to(size, ForwardingTable::Policy::kKeep);
+    std::mt19937_64 rng(size);
+    std::vector<std::uint64_t> keys(size / 2);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      keys[i] = rng();
+      ASSERT_EQ(from.insert(keys[i], std::uint16_t(i % 4000), std::uint32_t(1000 + i % 500), unsigned(i % 8)),
+                ForwardingTable::Insert::kInserted);
+    }
+    unsigned visited = 0;
+    from.visit(0, from.bucket_count(), 2000, [&](std::uint64_t key, std::uint16_t target, unsigned credit, std::uint32_t age) {
+      ++visited;
+      EXPECT_EQ(to.absorb(key, target, credit, 2000 - age, [] { return true; }), ForwardingTable::Insert::kInserted);
+    });
+    EXPECT_EQ(visited, keys.size());
+    unsigned ages_kept = 0;
+    to.visit(0, to.bucket_count(), 2000, [&](std::uint64_t, std::uint16_t, unsigned, std::uint32_t age) {
+      ages_kept += age >= 500 && age <= 1000;
+    });
+    EXPECT_EQ(ages_kept, keys.size()) << "last seen 1000..1499 ms, visited at 2000";
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const ForwardingTable::Entry e = to.find_entry(keys[i], 2000);
+      ASSERT_TRUE(e.found()) << size << " " << i;
+      ASSERT_EQ(e.target(), i % 4000);
+      ASSERT_EQ(e.credit(), i % 8);
+    }
+  }
+}
+
+// A peer's entry moves a present one's last-seen time on, never back, and
+// never changes its target; `admit` is asked only for a new one.
+TEST(ForwardingTableSync, AbsorbRefreshesForwardOnlyAndKeepsTheTarget) {
+  ForwardingTable t(1000, ForwardingTable::Policy::kKeep);
+  ASSERT_EQ(t.insert(42, 7, 1000), ForwardingTable::Insert::kInserted);
+  int asked = 0;
+  const auto admit = [&] { ++asked; return true; };
+  EXPECT_EQ(t.absorb(42, 9, 0, 500, admit), ForwardingTable::Insert::kPresent);
+  EXPECT_EQ(t.expire(31001, 30000, t.bucket_count()), 1u) << "an older time from a peer did not keep it alive";
+  ASSERT_EQ(t.insert(42, 7, 1000), ForwardingTable::Insert::kInserted);
+  EXPECT_EQ(t.absorb(42, 9, 0, 20000, admit), ForwardingTable::Insert::kPresent);
+  EXPECT_EQ(t.expire(31001, 30000, t.bucket_count()), 0u) << "a later time from a peer keeps it alive";
+  EXPECT_EQ(t.find(42, 31001), 7);
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(t.absorb(43, 9, 0, 20000, [] { return false; }), ForwardingTable::Insert::kRefused);
+  EXPECT_EQ(t.find(43, 20000), ForwardingTable::kNone);
+}
+
+// The established entries a handshake teaches, in the log a receiver hands
+// to its peers: exactly those the table gained, with their targets.
+TEST(ForwardingTableSync, TheLogHoldsWhatTheEstablishedTableLearned) {
+  const SteeringConfig config = two_owners(true);
+  ForwardingTables tables(config.forwarding, config.fallback_key);
+  PacketClassifier classifier(config);
+  classifier.use_tables(&tables);
+  std::mt19937_64 rng(9);
+  LearnedLog log;
+  LearnCounts counts;
+  counts.log = &log;
+  const std::vector<Decision> out =
+      handshake_in_one_burst(classifier, Tuple{}, cid_of(rng, 12), cid_of(rng, 8), cid_of(rng, 8), counts);
+  ASSERT_EQ(counts.learned, 2u) << "the server's CID and the 4-tuple";
+  ASSERT_EQ(log.n, 2u);
+  EXPECT_EQ(log.overflowed, 0u);
+  std::set<std::uint64_t> logged;
+  for (unsigned i = 0; i < log.n; ++i) {
+    EXPECT_EQ(log.entries[i].target, out[0].resolution.owner_index);
+    logged.insert(log.entries[i].key);
+  }
+  std::set<std::uint64_t> in_table;
+  tables.established().visit(0, tables.established().bucket_count(), 0,
+                             [&](std::uint64_t key, std::uint16_t, unsigned, std::uint32_t) { in_table.insert(key); });
+  // A table this small keeps the low 48 + log2(buckets) bits of each key.
+  const unsigned bits = 48 + unsigned(std::countr_zero(tables.established().bucket_count()));
+  std::set<std::uint64_t> logged_kept;
+  for (const std::uint64_t k : logged) logged_kept.insert(k & ((std::uint64_t(1) << bits) - 1));
+  EXPECT_EQ(in_table, logged_kept);
 }
 
 }  // namespace
