@@ -196,8 +196,9 @@ def classify(tool, profile, pcap):
 def without_tables(profile, out):
     """PROFILE with steering.forwarding.enabled false, written to OUT: what an
     instance that has seen nothing of a connection picks for its packets
-    (QUIC-LB, else the fallback hash)."""
-    text = open(profile).read()
+    (QUIC-LB, else the fallback hash). Without its peer_sync block, if it has
+    one: that shares the tables, and a profile without them may not have it."""
+    text = re.sub(r"(?m)^peer_sync:.*\n(?:(?:[ #].*)?\n)*", "", open(profile).read())
     if re.search(r"(?m)^  forwarding:", text):
         text, n = re.subn(r"(?m)^(  forwarding:\n(?:(?:    .*)?\n)*?    enabled: *)true\b", r"\1false", text)
         if n != 1:
