@@ -182,11 +182,12 @@ so_log "random CIDs, downloads complete per event: ${summary[*]}"
 rebind_failover() {
   local tag=$1 profile=$2 expect=$3 i
   if [ "$profile" != "$SO_PROFILE" ]; then
+    # Both stopped and withdrawn before either starts again: the router must
+    # not count a next hop whose session is about to go down.
     SO_PROFILE=$profile
-    for i in 0 1; do
-      so_quicsteer_stop "$i"
-      so_quicsteer_start "$i" || { echo "scaleout: instance $i did not start on $profile"; exit 1; }
-    done
+    for i in 0 1; do so_quicsteer_stop "$i"; done
+    qsso_wait_nexthops 0 10 || { echo "scaleout: the router kept a next hop of a stopped instance"; exit 1; }
+    for i in 0 1; do so_quicsteer_start "$i" || { echo "scaleout: instance $i did not start on $profile"; exit 1; }; done
     qsso_wait_nexthops 2 30 || { echo "scaleout: the instances were not announced on $profile"; exit 1; }
   fi
   SO_CLIENT_OPTS=(--change-local-addr=1s --nat-rebinding --delay-stream=1500ms) SO_SAMPLE_PORTS=1 SO_EVENT_AFTER=2.5
