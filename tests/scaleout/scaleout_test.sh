@@ -33,20 +33,20 @@
 # Then servers that mint random CIDs (ngtcp2's gtlsserver,
 # configs/scaleout-random-cid.yaml: forwarding tables, per instance; what no
 # table knows, a first Initial or a short header with an unknown DCID, is
-# hashed by its 4-tuple, steering.fallback_hash: tuple, alike on every
+# hashed by its 4-tuple, steering.fallback.hash: tuple, alike on every
 # instance): a batch without an event, then crash, return and drain as
 # above. Every download completes (and the drained quicsteer counts no
 # software drop), and both instances route every frame alike, as above.
-# Then rebind-failover: the clients rebind their NAT (a new
-# UDP port, the same CID), then quicsteer of instance 0 crashes mid-transfer.
-# Without peer_sync no instance knows what another learned: the test reports
-# how many downloads complete, by what moved them (the rebinding, the crash,
-# both or neither); the routing check holds for the frames on the 4-tuple
-# each connection started on, and counts those on the new one that an
-# instance without the connection's DCID would send elsewhere. With
-# configs/scaleout-random-cid-sync.yaml present (the
-# same with peer_sync) it runs again on that, and every download must
-# complete.
+#
+# Then rebind-failover: the clients rebind their NAT (a new UDP port, the
+# same CID) before their request, and quicsteer of instance 0 crashes
+# mid-transfer. Without peer_sync no instance knows what another learned:
+# the test reports how many downloads complete, by what moved them (the
+# rebinding, the crash, both or neither); the routing check holds for the
+# frames on the 4-tuple each connection started on, and counts those on the
+# new one that an instance without the connection's DCID would send
+# elsewhere. With configs/scaleout-random-cid-sync.yaml present (the same
+# with peer_sync) it runs again on that, and every download must complete.
 #
 # usage: scaleout_test.sh BUILD_DIR    (as root; exit 77 = skipped: no root,
 # network namespaces or FRR)
