@@ -13,7 +13,12 @@
 #   silent   the instance's machine goes silent (BFD on: 100 ms x 3)
 #   silent   the same with BGP timers alone (keepalive 1 s, hold 3 s)
 # and the crash, return and drain events again with servers that mint random
-# CIDs (ngtcp2's gtlsserver, configs/scaleout-random-cid.yaml).
+# CIDs (ngtcp2's gtlsserver, configs/scaleout-random-cid.yaml), and with them
+#   rebind_failover  the clients rebind their NAT (a new UDP port, the same
+#            CID) before their request, then quicsteer of instance 0 crashes
+#            mid-transfer (tests/scaleout/scaleout_test.sh's rebind_failover):
+#            the downloads complete per class of scaleout_check.py rebinding
+#            (moved by the rebinding, by the crash, by both, by neither).
 # Failover: from the event until the router sent the first packet of one of
 # the victim's connections to the other instance (its captures). Prints and
 # writes (results/scaleout.json or --json FILE) the median over N rounds
@@ -51,14 +56,26 @@ figures=$RQ_WORK/figures.json
 hw="$(cpu_model), $(nproc) CPUs"
 echo "bench scaleout: $hw; $rounds rounds"
 
-# bench_batch TAG EVENT I: a batch with captures; its figures into $figures.
+# bench_batch TAG EVENT I [rebind]: a batch with captures; its figures into
+# $figures. rebind: the clients rebind their NAT first (as the test's
+# rebind_failover: 1 s after the handshake, the request 0.5 s later, the
+# event 2.5 s after the last client started).
 bench_batch() {
   so_start_captures "$1" || exit 1
+  if [ "${4:-}" = rebind ]; then
+    SO_CLIENT_OPTS=(--change-local-addr=1s --nat-rebinding --delay-stream=1500ms) SO_SAMPLE_PORTS=1 SO_EVENT_AFTER=2.5
+  fi
   so_batch "$1" 20 "$2" "$3"
+  SO_CLIENT_OPTS=() SO_SAMPLE_PORTS=0 SO_EVENT_AFTER=1
   rq_settle_captures "$1"
   rq_stop_captures
-  $check transfers "$RQ_WORK" "$1" --count 20 --expect report --json "$figures" | tail -1
+  if [ "${4:-}" = rebind ]; then
+    $check rebinding "$RQ_WORK" "$1" --count 20 --victim "$3" --expect report --json "$figures" | tail -1
+  else
+    $check transfers "$RQ_WORK" "$1" --count 20 --expect report --json "$figures" | tail -1
+  fi
   case $2 in crash | silent) $check failover "$RQ_WORK" "$1" --victim "$3" --json "$figures" | tail -1 ;; esac
+  [ "${4:-}" = rebind ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 10 || exit 1; }
   [ "$2" = drain ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 10 || exit 1; }
   [ "$2" = silent ] && { so_instance_back "$3" || exit 1; }
 }
@@ -92,18 +109,24 @@ for ((r = 1; r <= rounds; r++)); do
     read -r event i <<<"$ev"
     bench_batch "random_$event-$r" "$event" "$i"
   done
+  bench_batch "random_rebind_failover-$r" crash 0 rebind
 done
 
 mkdir -p "$(dirname "$json")"
 python3 - "$figures" "$rounds" "$json" "$hw" <<'PY'
 import json, statistics, sys
 figs, rounds, out, hw = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-events = ["crash", "return", "drain", "silent_bfd", "silent_bgp", "random_crash", "random_return", "random_drain"]
+events = ["crash", "return", "drain", "silent_bfd", "silent_bgp", "random_crash", "random_return", "random_drain",
+          "random_rebind_failover"]
+classes = ["not_moved", "moved_at_rebinding", "moved_at_crash", "moved_back", "not_rebound"]
 res = {}
 for ev in events:
     runs = [figs[f"{ev}-{r}"] for r in range(1, rounds + 1) if f"{ev}-{r}" in figs]
     done, total = sum(x["completed"] for x in runs), sum(x["transfers"] for x in runs)
     e = {"transfers": total, "completed": done, "completed_share": done / total if total else None}
+    if any(c in x for x in runs for c in classes):  # the rebinding: downloads complete per class
+        e["classes"] = {c: {k: sum(x.get(c, {}).get(k, 0) for x in runs) for k in ("transfers", "completed")}
+                        for c in classes}
     ms = [x["failover_ms"] for x in runs if x.get("failover_ms") is not None]
     if ms:
         e.update(failover_ms_median=statistics.median(ms), failover_ms_min=min(ms), failover_ms_max=max(ms))
@@ -113,11 +136,14 @@ doc = {"benchmark": "scaleout", "hardware": hw, "rounds": rounds, "downloads_per
        "bfd": {"interval_ms": 100, "multiplier": 3}, "bgp": {"keepalive_s": 1, "hold_s": 3},
        "events": res}
 json.dump(doc, open(out, "w"), indent=2)
-print(f"{'event':14} {'failover ms median (min..max)':>30} {'downloads complete':>20}")
+print(f"{'event':24} {'failover ms median (min..max)':>30} {'downloads complete':>20}")
 for ev in events:
     e = res[ev]
     fo = (f"{e['failover_ms_median']:10.0f} ({e['failover_ms_min']:.0f}..{e['failover_ms_max']:.0f})"
           if "failover_ms_median" in e else "-")
-    print(f"{ev:14} {fo:>30} {e['completed']:>10}/{e['transfers']} ({100 * (e['completed_share'] or 0):.0f} %)")
+    print(f"{ev:24} {fo:>30} {e['completed']:>10}/{e['transfers']} ({100 * (e['completed_share'] or 0):.0f} %)")
+    for c, n in e.get("classes", {}).items():
+        if n["transfers"]:
+            print(f"  {c:22} {'':>30} {n['completed']:>10}/{n['transfers']}")
 print(f"written to {out}")
 PY

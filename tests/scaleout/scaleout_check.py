@@ -9,11 +9,13 @@ with). Each subcommand prints what it found; exit 1 when an assertion fails.
   transfers WORK TAG --count N [--expect ok|report]
   failover  WORK TAG --victim I [--json F]
   routing   WORK TAG --cid-tool PATH --profile P0 --profile P1
+  rebinding WORK TAG --count N --victim I [--expect ok|report] [--json F]
   drops     WORK STATS_JSON
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -31,26 +33,39 @@ def report(name, failures):
     return 1 if failures else 0
 
 
-def cmd_transfers(a):
-    """Every download of the batch arrived with the right sha256 (gtlsclient
-    exits 0 on a failed transfer too: the data is what counts)."""
-    want = sha256_file(os.path.join(a.work, "www", "file5m"))
+def downloads(work, tag, count):
+    """The batch's clients' (exit status, ms) by name, and the names of the
+    downloads that arrived whole with the right sha256 (gtlsclient exits 0 on
+    a failed transfer too: the data is what counts)."""
+    want = sha256_file(os.path.join(work, "www", "file5m"))
     rcs = {}
-    with open(os.path.join(a.work, f"{a.tag}-clients.tsv")) as f:
+    with open(os.path.join(work, f"{tag}-clients.tsv")) as f:
         for line in f:
             name, rc, ms = line.rstrip("\n").split("\t")
             rcs[name] = (int(rc), int(ms))
-    ok = 0
-    for i in range(a.count):
-        got = os.path.join(a.work, f"{a.tag}-dl", f"down{i}", "file5m")
-        ok += f"down{i}" in rcs and os.path.exists(got) and sha256_file(got) == want
+    done = set()
+    for i in range(count):
+        got = os.path.join(work, f"{tag}-dl", f"down{i}", "file5m")
+        if f"down{i}" in rcs and os.path.exists(got) and sha256_file(got) == want:
+            done.add(f"down{i}")
+    return rcs, done
+
+
+def update_json(path, tag, figures):
+    doc = json.load(open(path)) if os.path.exists(path) else {}
+    doc.setdefault(tag, {}).update(figures)
+    json.dump(doc, open(path, "w"), indent=1)
+
+
+def cmd_transfers(a):
+    """Every download of the batch arrived with the right sha256."""
+    rcs, done = downloads(a.work, a.tag, a.count)
+    ok = len(done)
     secs = sorted(ms / 1000 for _, ms in rcs.values())
     span = f", {secs[0]:.2f}..{secs[-1]:.2f} s each" if secs else ""
     print(f"  {a.tag}: {ok}/{a.count} downloads complete with the right sha256{span}")
     if a.json:
-        doc = json.load(open(a.json)) if os.path.exists(a.json) else {}
-        doc.setdefault(a.tag, {}).update({"completed": ok, "transfers": a.count})
-        json.dump(doc, open(a.json, "w"), indent=1)
+        update_json(a.json, a.tag, {"completed": ok, "transfers": a.count})
     if a.expect == "ok" and ok != a.count:
         return report(a.tag, [f"{a.count - ok} of {a.count} downloads broke"])
     return 0
@@ -97,10 +112,77 @@ def cmd_failover(a):
     print(f"  {a.tag}: instance {a.victim} had {len(before)} connections; first of their packets through another "
           f"instance {ms} ms after the event; the router's last packet to instance {a.victim} at {last} ms")
     if a.json:
-        doc = json.load(open(a.json)) if os.path.exists(a.json) else {}
-        doc.setdefault(a.tag, {}).update({"failover_ms": ms, "last_to_victim_ms": last,
-                                          "victim_connections": len(before)})
-        json.dump(doc, open(a.json, "w"), indent=1)
+        update_json(a.json, a.tag, {"failover_ms": ms, "last_to_victim_ms": last, "victim_connections": len(before)})
+    return report(a.tag, failures)
+
+
+REBIND_CLASSES = {  # (moved at the rebinding, on the victim at the crash): the class of a rebound download
+    (False, False): "not_moved",           # the survivor carried it throughout
+    (True, False): "moved_at_rebinding",   # its new port hashed to the survivor, which had not seen it
+    (False, True): "moved_at_crash",       # the victim carried it throughout, until the crash
+    (True, True): "moved_back",            # its new port hashed to the victim; the crash sent it back
+}
+
+
+def cmd_rebinding(a):
+    """A batch whose clients rebind their NAT (a new UDP port, the same CID)
+    and then the victim instance crashes: for each download, its ports
+    (TAG-ports.tsv, the sampler's) in the order the router first sent them
+    on, and which instance the router sent each to before the crash (the ECMP
+    hash takes the ports: the rebinding itself may move a connection). Each
+    rebound download falls in one class of REBIND_CLASSES; the downloads
+    complete per class. --expect ok: every download must complete, every one
+    must have rebound before the crash, and the victim must have carried some
+    of them at the crash."""
+    t_event = int(open(os.path.join(a.work, f"{a.tag}-event")).read().split()[0]) / 1e9
+    t_start = int(open(os.path.join(a.work, f"{a.tag}-window")).read().split()[0]) / 1e9
+    _, done = downloads(a.work, a.tag, a.count)
+    ports = {}
+    with open(os.path.join(a.work, f"{a.tag}-ports.tsv")) as f:
+        for line in f:
+            name, _, port = line.split()
+            ports.setdefault(name, set()).add(int(port))
+    # By client port (unique among the client namespace's sockets: each is
+    # bound to a wildcard address first): when the router first sent it on,
+    # and to which instances before the event.
+    first, before = {}, {}
+    for i in range(NINSTANCES):
+        for t, f in pcap_records(os.path.join(a.work, f"{a.tag}-qs{i}.pcap")):
+            fl = flow(f)
+            if fl is None:
+                continue
+            first[fl[1]] = min(t, first.get(fl[1], t))
+            if t < t_event:
+                before.setdefault(fl[1], set()).add(i)
+    classes = {c: [0, 0] for c in list(REBIND_CLASSES.values()) + ["not_rebound"]}
+    rebinds = []
+    for k in range(a.count):
+        name = f"down{k}"
+        seen = sorted((first[p], p) for p in ports.get(name, ()) if p in first)
+        if len(seen) < 2 or seen[-1][0] >= t_event:
+            c = "not_rebound"
+        else:
+            (_, old), (t_new, new) = seen[0], seen[-1]
+            rebinds.append(t_new - t_start)
+            c = REBIND_CLASSES[(before.get(old, set()) != before.get(new, set()), a.victim in before.get(new, set()))]
+        classes[c][0] += 1
+        classes[c][1] += name in done
+    when = f" (first packets from their new ports {min(rebinds):.2f}..{max(rebinds):.2f} s into the batch)" \
+        if rebinds else ""
+    print(f"  {a.tag}: {len(done)}/{a.count} downloads complete; {len(rebinds)} rebound before the crash of "
+          f"instance {a.victim} at {t_event - t_start:.2f} s{when}. Complete per class: "
+          + ", ".join(f"{c} {d}/{n}" for c, (n, d) in classes.items()))
+    if a.json:
+        update_json(a.json, a.tag, {"completed": len(done), "transfers": a.count, "rebound": len(rebinds),
+                                    **{c: {"transfers": n, "completed": d} for c, (n, d) in classes.items()}})
+    failures = []
+    if a.expect == "ok":
+        if len(done) != a.count:
+            failures.append(f"{a.count - len(done)} of {a.count} downloads broke")
+        if len(rebinds) != a.count:
+            failures.append(f"{a.count - len(rebinds)} downloads did not rebind before the crash")
+        if classes["moved_at_crash"][0] + classes["moved_back"][0] == 0:
+            failures.append(f"instance {a.victim} carried no rebound connection at the crash")
     return report(a.tag, failures)
 
 
@@ -111,12 +193,55 @@ def classify(tool, profile, pcap):
     return [dict(zip(head, line.split(","))) for line in out[1:]]
 
 
+def without_tables(profile, out):
+    """PROFILE with steering.forwarding.enabled false, written to OUT: what an
+    instance that has seen nothing of a connection picks for its packets
+    (QUIC-LB, else the fallback hash). Without its peer_sync block, if it has
+    one: that shares the tables, and a profile without them may not have it."""
+    text = re.sub(r"(?m)^peer_sync:.*\n(?:(?:[ #].*)?\n)*", "", open(profile).read())
+    if re.search(r"(?m)^  forwarding:", text):
+        text, n = re.subn(r"(?m)^(  forwarding:\n(?:(?:    .*)?\n)*?    enabled: *)true\b", r"\1false", text)
+        if n != 1:
+            raise SystemExit(f"{profile}: no 'enabled: true' under steering.forwarding to turn off")
+    else:
+        text, n = re.subn(r"(?m)^steering:\n", "steering:\n  forwarding: {enabled: false}\n", text)
+        if n != 1:
+            raise SystemExit(f"{profile}: no steering section")
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def first_paths(work, tag):
+    """The client (address, port) pairs whose first frame through either
+    instance (the router's captures) was a long header: the 4-tuples
+    connections started on. A pair whose first frame was a short header is
+    one a connection moved to (a NAT rebinding)."""
+    first = {}
+    for i in range(NINSTANCES):
+        for t, f in pcap_records(os.path.join(work, f"{tag}-qs{i}.pcap")):
+            fl = flow(f)
+            if fl is not None and len(f) > 14 + (f[14] & 0x0F) * 4 + 8 and (fl not in first or t < first[fl][0]):
+                first[fl] = (t, bool(f[14 + (f[14] & 0x0F) * 4 + 8] & 0x80))
+    return {fl for fl, (_, long_header) in first.items() if long_header}
+
+
 def cmd_routing(a):
-    """Both instances' profiles route every frame of each instance's capture
-    alike (quicsteer-cid classify: owner and backend), client-chosen Initial
-    DCIDs included; and every such frame that reached a server reached the
-    backend classify names (matched by its IP packet, which l2 delivery
-    leaves as it is)."""
+    """Both instances route every frame alike, owner and backend,
+    client-chosen Initial DCIDs included, and each frame that reached a
+    server reached the backend classify names (matched by its IP packet,
+    which l2 delivery leaves as it is). quicsteer-cid classify replays each
+    instance's capture through its forwarding tables, as the instance did:
+      - both instances' profiles (--profile, one per instance) route each
+        capture alike;
+      - an instance that has seen nothing of a connection routes its packets
+        as that replay does: the profile without tables (QUIC-LB, else the
+        fallback hash) gives the replay's backend for every frame on the
+        4-tuple its connection started on. An instance learns an entry only
+        from a frame it routed, so whatever each instance saw of a
+        connection, both send its frames to that backend. Frames on a
+        4-tuple a connection moved to (a NAT rebinding) may differ: only an
+        instance that learned the connection's DCID follows it there (the
+        fallback hashes the new 4-tuple); counted, not asserted."""
     failures = []
     reached = {}
     initials = 0
@@ -124,11 +249,15 @@ def cmd_routing(a):
         for _, f in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
             if flow(f):
                 reached.setdefault(f[14:], set()).add(f"srv{n}")
+    fresh_profile = os.path.join(a.work, f"{a.tag}-no-tables.yaml")
+    without_tables(a.profile[0], fresh_profile)
+    started = first_paths(a.work, a.tag)
     for i in range(NINSTANCES):
         pcap = os.path.join(a.work, f"{a.tag}-qs{i}.pcap")
         rows = [classify(a.cid_tool, p, pcap) for p in a.profile]
+        fresh = classify(a.cid_tool, fresh_profile, pcap)
         frames = [f for _, f in pcap_records(pcap)]
-        same = differ = initial = matched = wrong = 0
+        same = differ = initial = matched = wrong = on_start = unseen = moved = moved_differ = 0
         for k, row in enumerate(rows[0]):
             if row["verdict"] != "quic":
                 continue
@@ -139,6 +268,17 @@ def cmd_routing(a):
                 differ += 1
                 if differ == 1:
                     failures.append(f"instance {i}, frame {row['frame']}: owner/backend {views}")
+            if flow(frames[k]) in started:
+                on_start += 1
+                if fresh[k]["backend"] != row["backend"]:
+                    unseen += 1
+                    if unseen == 1:
+                        failures.append(f"instance {i}, frame {row['frame']} ({row['form']} header, {row['rule']}): "
+                                        f"its tables say {row['backend']}, an instance without them "
+                                        f"{fresh[k]['backend']} ({fresh[k]['rule']})")
+            else:
+                moved += 1
+                moved_differ += fresh[k]["backend"] != row["backend"]
             if row["rule"] in ("fallback_dcid", "fallback_tuple") and row["type"] == "initial":
                 initial += 1
             where = reached.get(frames[k][14:])
@@ -149,15 +289,22 @@ def cmd_routing(a):
                     if wrong == 1:
                         failures.append(f"instance {i}, frame {row['frame']}: classify says {row['backend']}, "
                                         f"it reached {sorted(where)}")
+        rebound = (f"; {moved} on a 4-tuple their connection moved to, {moved_differ} of them elsewhere"
+                   if moved else "")
         print(f"  {a.tag}: instance {i}'s capture: {same} QUIC frames routed alike by both profiles "
-              f"({initial} client-chosen Initial DCIDs), {differ} differently; {matched} found at a server, "
-              f"{wrong} at another backend than classify's")
+              f"({initial} client-chosen Initial DCIDs), {differ} differently; without tables (an instance "
+              f"that saw nothing of them): {on_start} on the 4-tuple their connection started on, {unseen} of "
+              f"them elsewhere{rebound}; {matched} found at a server, {wrong} at another backend than "
+              f"classify's")
         initials += initial
         if same == 0 or matched == 0:
             failures.append(f"instance {i}'s capture holds too little to compare ({same} frames, {matched} "
                             f"found at a server)")
         if differ:
             failures.append(f"instance {i}: {differ} frames routed differently")
+        if unseen:
+            failures.append(f"instance {i}: {unseen} frames routed elsewhere by an instance that has not seen "
+                            f"their connection")
         if wrong:
             failures.append(f"instance {i}: {wrong} frames reached another backend")
     if initials == 0:
@@ -208,6 +355,13 @@ def main():
     r.add_argument("tag")
     r.add_argument("--cid-tool", required=True)
     r.add_argument("--profile", action="append", required=True)
+    b = sub.add_parser("rebinding")
+    b.add_argument("work")
+    b.add_argument("tag")
+    b.add_argument("--count", type=int, required=True)
+    b.add_argument("--victim", type=int, required=True)
+    b.add_argument("--expect", choices=["ok", "report"], default="ok")
+    b.add_argument("--json")
     d = sub.add_parser("drops")
     d.add_argument("work")
     d.add_argument("stats")

@@ -72,8 +72,27 @@ so_router_up() {
   qsso_frr_start rt "$SO_SRC/tests/scaleout/frr/router.conf" "$SO_BFD"
 }
 
+# so_instance_profile I: $SO_PROFILE as instance I runs it, to stdout. Every
+# instance runs the same file, but for its top-level peer_sync block, if it
+# has one: that names the addresses of one instance, and the copy gets
+# instance I's own (`listen: ADDRESS:PORT`, on its TAP, the file's port) and
+# the others' (`peers: [...]`, the same port), on one line each.
+so_instance_profile() {
+  local i=$1 j port peers=
+  port=$(sed -n '/^peer_sync:/,/^[^ #]/s/^ *listen: *"\{0,1\}[^"]*:\([0-9]*\)"\{0,1\} *$/\1/p' "$SO_PROFILE")
+  if [ -z "$port" ]; then
+    cat "$SO_PROFILE"
+    return
+  fi
+  for ((j = 0; j < QSSO_NINSTANCES; j++)); do
+    [ "$j" -eq "$i" ] || peers+="${peers:+, }\"$(qsso_inst_addr "$j"):$port\""
+  done
+  sed -e "/^peer_sync:/,/^[^ #]/s/^\( *listen:\).*/\1 \"$(qsso_inst_addr "$i"):$port\"/" \
+    -e "/^peer_sync:/,/^[^ #]/s/^\( *peers:\).*/\1 [$peers]/" "$SO_PROFILE"
+}
+
 # so_quicsteer_start I: quicsteer in instance I on $RQ_WORK/profile-qsI.yaml,
-# a copy of $SO_PROFILE (every instance runs the same profile); output in
+# $SO_PROFILE as so_instance_profile gives it to instance I; output in
 # $RQ_WORK/qsI-K.out and statistics (at exit) in qsI-K.json, K counting the
 # starts; its pid in $RQ_WORK/qsI.pid (the watcher reads it). Then the
 # instance's addresses on the TAP it made (qsso_tap_up): what an operator's
@@ -83,7 +102,7 @@ so_quicsteer_start() {
   SO_STARTS=$((SO_STARTS + 1))
   tag=qs$i-$SO_STARTS
   SO_QS_TAG[$i]=$tag
-  cp "$SO_PROFILE" "$RQ_WORK/profile-qs$i.yaml"
+  so_instance_profile "$i" >"$RQ_WORK/profile-qs$i.yaml"
   ip netns exec "$(qsso_ns "qs$i")" "$RQ_BUILD/quicsteer" -- --profile "$RQ_WORK/profile-qs$i.yaml" \
     --stats-json "$RQ_WORK/$tag.json" >"$RQ_WORK/$tag.out" 2>&1 &
   SO_QS_PID[$i]=$!
@@ -206,14 +225,44 @@ so_start_captures() {
   done
 }
 
+# so_sample_ports TAG: until $RQ_WORK/TAG-ports.stop exists, every 0.2 s, the
+# local UDP address and port of each socket a gtlsclient of batch TAG holds,
+# as lines "NAME ADDRESS PORT" in $RQ_WORK/TAG-ports.tsv (NAME: the download,
+# from the client's --download directory). A NAT rebinding (gtlsclient
+# --nat-rebinding) opens a second socket and keeps the first: a rebound
+# download shows two ports, and the captures tell which came first.
+so_sample_ports() {
+  local tag=$1 cli
+  cli=$(qsso_ns cli)
+  rm -f "$RQ_WORK/$tag-ports.stop"
+  : >"$RQ_WORK/$tag-ports.tsv"
+  (
+    declare -A name
+    while [ ! -e "$RQ_WORK/$tag-ports.stop" ]; do
+      while read -r local pid; do
+        [ -n "${name[$pid]:-}" ] ||
+          name[$pid]=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n "s,^--download=.*/$tag-dl/,,p")
+        [ -n "${name[$pid]}" ] && echo "${name[$pid]} ${local%:*} ${local##*:}"
+      done < <(ip netns exec "$cli" ss -u -a -n -p 2>/dev/null |
+        sed -n 's/^[A-Z-]* *[0-9]* *[0-9]* *\([0-9.]*:[0-9]*\) .*"gtlsclient",pid=\([0-9]*\),.*/\1 \2/p')
+      sleep 0.2
+    done | sort -u >"$RQ_WORK/$tag-ports.tsv"
+  ) &
+  SO_SAMPLER=$!
+  RQ_PIDS+=($!)
+}
+
 # so_batch TAG N EVENT I: N downloads of /file5m at once from the four client
 # addresses in turn; EVENT (crash, return, drain, silent, or none) on instance
 # I once they are under way ($SO_EVENT_AFTER s after the start, default 1);
-# waits for every download. The window goes to $RQ_WORK/TAG-window.
+# waits for every download. The window goes to $RQ_WORK/TAG-window. Each
+# gtlsclient gets the options in the array SO_CLIENT_OPTS (none by default);
+# with SO_SAMPLE_PORTS=1, so_sample_ports records the clients' ports.
 so_batch() {
   local tag=$1 n=$2 event=$3 i=$4 k j bound
   : >"$RQ_WORK/$tag-clients.tsv"
   RQ_CLIENTS=()
+  [ "${SO_SAMPLE_PORTS:-0}" = 1 ] && so_sample_ports "$tag"
   local t0
   t0=$(so_now)
   for ((k = 0; k < n; k++)); do
@@ -226,7 +275,7 @@ so_batch() {
       done
       qsso_client_source "${QSSO_CLIENTS[$((k / ((n + 3) / 4)))]}"
     fi
-    rq_client "$tag" "down$k" /file5m
+    rq_client "$tag" "down$k" "${SO_CLIENT_OPTS[@]}" /file5m
   done
   qsso_client_source "${QSSO_CLIENTS[0]}"
   if [ "$event" != none ]; then
@@ -236,4 +285,9 @@ so_batch() {
   local pid
   for pid in "${RQ_CLIENTS[@]}"; do wait "$pid"; done
   echo "$t0 $(so_now)" >"$RQ_WORK/$tag-window"
+  if [ "${SO_SAMPLE_PORTS:-0}" = 1 ]; then
+    touch "$RQ_WORK/$tag-ports.stop"
+    wait "$SO_SAMPLER"
+  fi
 }
+SO_CLIENT_OPTS=()

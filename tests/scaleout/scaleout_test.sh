@@ -22,14 +22,31 @@
 #            failover time as for crash.
 #
 # Over each batch's captures (the router towards each instance, what reached
-# each server): both instances' profiles route every frame alike, owner and
-# backend, client-chosen Initial DCIDs included, and each frame that reached a
-# server reached the backend classify names. Over the whole run: no server
-# received a packet of a connection it does not have.
+# each server; scaleout_check.py routing): both instances route every frame
+# alike, owner and backend, client-chosen Initial DCIDs included (their
+# profiles agree on each capture replayed through its instance's tables, and
+# an instance that has seen nothing of a connection, the profile without
+# tables, routes its frames as the replay does), and each frame that reached
+# a server reached the backend classify names. Over the whole QUIC-LB run: no
+# server received a packet of a connection it does not have.
 #
-# Then the same events with servers that mint random CIDs (ngtcp2's
-# gtlsserver, configs/scaleout-random-cid.yaml: forwarding tables, per
-# instance): the test only reports how many downloads break at each.
+# Then servers that mint random CIDs (ngtcp2's gtlsserver,
+# configs/scaleout-random-cid.yaml: forwarding tables, per instance; what no
+# table knows, a first Initial or a short header with an unknown DCID, is
+# hashed by its 4-tuple, steering.fallback.hash: tuple, alike on every
+# instance): a batch without an event, then crash, return and drain as
+# above. Every download completes (and the drained quicsteer counts no
+# software drop), and both instances route every frame alike, as above.
+#
+# Then rebind-failover: the clients rebind their NAT (a new UDP port, the
+# same CID) before their request, and quicsteer of instance 0 crashes
+# mid-transfer. Without peer_sync no instance knows what another learned:
+# the test reports how many downloads complete, by what moved them (the
+# rebinding, the crash, both or neither); the routing check holds for the
+# frames on the 4-tuple each connection started on, and counts those on the
+# new one that an instance without the connection's DCID would send
+# elsewhere. With configs/scaleout-random-cid-sync.yaml present (the same
+# with peer_sync) it runs again on that, and every download must complete.
 #
 # usage: scaleout_test.sh BUILD_DIR    (as root; exit 77 = skipped: no root,
 # network namespaces or FRR)
@@ -123,7 +140,8 @@ so_stop_servers
 check python3 "$SO_SRC/tests/realquic/fleet_check.py" servers "$RQ_WORK" --logs 'server*.jsonl' \
   --count "$QSSO_NSERVERS" --unknown-cid zero
 
-# ---- random CIDs: per-instance forwarding tables; reported, not asserted
+# ---- random CIDs: what no forwarding table knows is hashed by its 4-tuple,
+# alike on every instance (steering.fallback_hash: tuple): no download may break
 so_log "random CIDs (gtlsserver): $(( $(date +%s) - start )) s so far"
 so_start_servers gtls || { echo "scaleout: the gtlsservers did not start"; exit 1; }
 SO_PROFILE=$SO_SRC/configs/scaleout-random-cid.yaml
@@ -133,12 +151,69 @@ summary=()
 for ev in "none 0" "crash 0" "return 0" "drain 1"; do
   read -r event i <<<"$ev"
   so_run "random-$event" "$event" "$i"
-  line=$($CHECK transfers "$RQ_WORK" "random-$event" --count $N --expect report)
+  line=$($CHECK transfers "$RQ_WORK" "random-$event" --count $N) || failed=1
   echo "$line"
-  summary+=("$event $(grep -o '[0-9]*/[0-9]*' <<<"$line")")
-  [ "$event" = drain ] && so_quicsteer_start 1 && qsso_wait_nexthops 2 10
+  summary+=("$event $(grep -o '[0-9]*/[0-9]*' <<<"$line" | head -1)")
+  [ "$event" = crash ] && check $CHECK failover "$RQ_WORK" random-crash --victim 0
+  routing "random-$event"
+  if [ "$event" = drain ]; then
+    read -r rc tag <"$RQ_WORK/random-drain-drained"
+    [ "$rc" -eq 0 ] || { echo "  scaleout: FAILED: the drained quicsteer exited with $rc"; failed=1; }
+    check $CHECK drops "$RQ_WORK" "$tag.json"
+    so_quicsteer_start 1 || { echo "scaleout: instance 1 did not start again"; exit 1; }
+    qsso_wait_nexthops 2 10 || { echo "  scaleout: FAILED: instance 1 was not announced again"; failed=1; }
+  fi
 done
 so_log "random CIDs, downloads complete per event: ${summary[*]}"
+
+# rebind_failover TAG PROFILE ok|report: both instances on PROFILE (started
+# again if they run another), $N downloads whose clients rebind their NAT 1 s
+# after the handshake (gtlsclient --nat-rebinding: a new UDP port, the same
+# CID, no path validation) and send their request from the new port 0.5 s
+# later; quicsteer of instance 0 crashes 2.5 s after the last client
+# started, mid-transfer; then it starts again. Before the request, not
+# mid-transfer: gtlsclient (ngtcp2 0.12) ignores what reaches its old socket
+# after a simulated rebinding, so a client that has nothing to send at that
+# moment never speaks again, and its download stalls with no load balancer
+# in the way at all. The router's ECMP hash takes the ports: the rebinding
+# may move a connection to the other instance by itself. scaleout_check.py
+# rebinding sorts the downloads by what moved them (the captures and the
+# clients' ports) and counts the complete ones; ok: every one must complete.
+rebind_failover() {
+  local tag=$1 profile=$2 expect=$3 i
+  if [ "$profile" != "$SO_PROFILE" ]; then
+    # Both stopped and withdrawn before either starts again: the router must
+    # not count a next hop whose session is about to go down.
+    SO_PROFILE=$profile
+    for i in 0 1; do so_quicsteer_stop "$i"; done
+    qsso_wait_nexthops 0 10 || { echo "scaleout: the router kept a next hop of a stopped instance"; exit 1; }
+    for i in 0 1; do so_quicsteer_start "$i" || { echo "scaleout: instance $i did not start on $profile"; exit 1; }; done
+    qsso_wait_nexthops 2 30 || { echo "scaleout: the instances were not announced on $profile"; exit 1; }
+  fi
+  SO_CLIENT_OPTS=(--change-local-addr=1s --nat-rebinding --delay-stream=1500ms) SO_SAMPLE_PORTS=1 SO_EVENT_AFTER=2.5
+  so_run "$tag" crash 0
+  SO_CLIENT_OPTS=() SO_SAMPLE_PORTS=0 SO_EVENT_AFTER=1
+  if [ "$expect" = ok ]; then
+    check $CHECK rebinding "$RQ_WORK" "$tag" --count $N --victim 0
+  else
+    $CHECK rebinding "$RQ_WORK" "$tag" --count $N --victim 0 --expect report
+  fi
+  routing "$tag"
+  so_quicsteer_start 0 || { echo "scaleout: instance 0 did not start again"; exit 1; }
+  qsso_wait_nexthops 2 10 || { echo "  scaleout: FAILED: instance 0 was not announced again"; failed=1; }
+}
+
+# ---- a NAT rebinding, then the instance carrying the connection fails:
+# without peer_sync the other instance never saw the CID, and the new
+# 4-tuple hashes anywhere. Reported, not asserted.
+rebind_failover random-rebind-failover "$SO_SRC/configs/scaleout-random-cid.yaml" report
+# With peer_sync (the instances share what their tables learn) every download
+# must complete: the profile is configs/scaleout-random-cid-sync.yaml, once
+# there is one (so_quicsteer_start gives each instance its own peer_sync
+# listen address and the others as peers).
+if [ -f "$SO_SRC/configs/scaleout-random-cid-sync.yaml" ]; then
+  rebind_failover random-sync-rebind-failover "$SO_SRC/configs/scaleout-random-cid-sync.yaml" ok
+fi
 
 so_log "$(( $(date +%s) - start )) s"
 if [ "$failed" -ne 0 ]; then

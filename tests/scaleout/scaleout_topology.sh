@@ -185,9 +185,11 @@ EOF
 
 # qsso_tap_up I [SECONDS]: once instance I's quicsteer has made its TAP
 # qsso-k (at most SECONDS, default 10), the instance's addresses on it: IPv4
-# and IPv6 (nodad: usable at once; the router's side is nodad too).
+# and IPv6 (nodad: usable at once; the router's side is nodad too), and a
+# route to each other instance's address through the router (for what the
+# instances say to each other: peer_sync).
 qsso_tap_up() {
-  local i=$1 qs n
+  local i=$1 qs n j
   qs=$(qsso_ns "qs$i")
   for ((n = 0; n < ${2:-10} * 20; n++)); do
     ip -n "$qs" link show qsso-k >/dev/null 2>&1 && break
@@ -197,7 +199,11 @@ qsso_tap_up() {
   ip netns exec "$qs" sysctl -q -w net.ipv6.conf.qsso-k.disable_ipv6=0 || return 1
   ip -n "$qs" addr replace "$(qsso_inst_addr "$i")/30" dev qsso-k || return 1
   ip -n "$qs" addr replace "$(qsso_inst_addr6 "$i")/64" dev qsso-k nodad || return 1
-  ip -n "$qs" link set qsso-k up
+  ip -n "$qs" link set qsso-k up || return 1
+  for ((j = 0; j < QSSO_NINSTANCES; j++)); do
+    [ "$j" -eq "$i" ] || ip -n "$qs" route replace "$(qsso_inst_addr "$j")/32" via "$(qsso_rt_addr "$i")" dev qsso-k ||
+      return 1
+  done
 }
 
 # qsso_server_up N: server N on the segment.
