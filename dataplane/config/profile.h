@@ -230,6 +230,7 @@ Profile parse_profile(const std::string& yaml_text, const std::string& name);
 // SHA-256 of its 16 octets (`openssl rand -hex 16` output X is checked with
 // `echo X | xxd -r -p | sha256sum | cut -c1-8`). Never the key.
 std::string key_fingerprint(const std::array<std::uint8_t, 16>& key);
+std::string key_fingerprint(const std::array<std::uint8_t, 32>& key);  // peer_sync.key: the same over its 32 octets
 
 // How dump_profile writes the QUIC-LB keys and the fallback key. A dump is
 // shown to people (`quicsteer --check`, /quicsteer/profile, the reload

@@ -15,14 +15,19 @@
 
 namespace qs {
 
-std::string key_fingerprint(const std::array<std::uint8_t, 16>& key) {
+namespace {
+std::string fingerprint_of(const std::uint8_t* key, std::size_t len) {
   std::array<std::uint8_t, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
-  if (EVP_Digest(key.data(), key.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 || length < 4) {
+  if (EVP_Digest(key, len, digest.data(), &length, EVP_sha256(), nullptr) != 1 || length < 4) {
     throw std::runtime_error("SHA-256 is not available from libcrypto");
   }
   return "sha256:" + to_hex(digest.data(), 4);
 }
+}  // namespace
+
+std::string key_fingerprint(const std::array<std::uint8_t, 16>& key) { return fingerprint_of(key.data(), key.size()); }
+std::string key_fingerprint(const std::array<std::uint8_t, 32>& key) { return fingerprint_of(key.data(), key.size()); }
 
 std::string services_summary(const Profile& p) {
   if (p.steering.services.empty())
@@ -215,7 +220,8 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     out << YAML::Key << "peers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (const ListenAddress& a : x.peers) out << YAML::DoubleQuoted << spell(a);
     out << YAML::EndSeq;
-    out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << to_hex(x.key.data(), x.key.size());
+    out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted
+        << (keys == DumpKeys::kInFull ? to_hex(x.key.data(), x.key.size()) : key_fingerprint(x.key));
     out << YAML::Key << "max_peer_share" << YAML::Value << x.max_peer_share;
     out << YAML::Key << "entries_per_s" << YAML::Value << x.entries_per_s;
     out << YAML::Key << "max_skew_ms" << YAML::Value << x.max_skew_ms;

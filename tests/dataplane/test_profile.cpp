@@ -1789,7 +1789,7 @@ const std::string kKeyed = kBase +
 
 TEST(Secrets, KeyFingerprintIsTheStartOfItsSha256) {
   // sha256 of 16 zero octets: 374708ff f7719dd5...
-  EXPECT_EQ(qs::key_fingerprint({}), "sha256:374708ff");
+  EXPECT_EQ(qs::key_fingerprint(std::array<std::uint8_t, 16>{}), "sha256:374708ff");
   std::array<std::uint8_t, 16> key{};
   for (std::size_t i = 0; i < key.size(); ++i) key[i] = std::uint8_t(0xff - 0x11 * i);
   EXPECT_EQ(qs::key_fingerprint(key), "sha256:811407f1");  // ffeeddccbbaa99887766554433221100
