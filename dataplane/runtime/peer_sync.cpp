@@ -91,6 +91,7 @@ struct PeerSync::Peer {
   // kResyncDone came.
   std::uint64_t resync_received = 0;
   bool copied = false;
+  int last_errno = 0;  // of the last failed send (0: the last one worked)
   Peer(const ListenAddress& a, std::uint32_t share, std::uint32_t window_ms, std::uint32_t rate)
       : listen(a), budget(share, window_ms, rate) {
     address = socket_address(a, address_len);
@@ -429,18 +430,30 @@ void PeerSync::flush(Peer& peer, MessageType type, std::uint32_t total) {
     counters_.send_errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  send(peer, out, len);
-  counters_.entries_sent.fetch_add(n, std::memory_order_relaxed);
+  if (send(peer, out, len)) counters_.entries_sent.fetch_add(n, std::memory_order_relaxed);
 }
 
-void PeerSync::send(Peer& peer, const std::uint8_t* data, std::size_t len) {
+bool PeerSync::send(Peer& peer, const std::uint8_t* data, std::size_t len) {
   if (::sendto(fd_, data, len, 0, reinterpret_cast<const sockaddr*>(&peer.address), peer.address_len) < 0) {
     // No route yet (the TAP's address comes after start), a full socket
-    // buffer: counted; the refresh walk sends live entries again.
+    // buffer: counted; the refresh walk sends live entries again. Said
+    // once per peer and reason, so that a lasting one is seen.
     counters_.send_errors.fetch_add(1, std::memory_order_relaxed);
-    return;
+    if (errno != peer.last_errno) {
+      peer.last_errno = errno;
+      std::printf("peer sync: sending to %s: %s (counted as send_errors until it works)\n",
+                  spelled(peer.listen).c_str(), std::strerror(errno));
+      std::fflush(stdout);
+    }
+    return false;
+  }
+  if (peer.last_errno != 0) {
+    peer.last_errno = 0;
+    std::printf("peer sync: sending to %s works\n", spelled(peer.listen).c_str());
+    std::fflush(stdout);
   }
   counters_.messages_sent.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 PeerSyncSnapshot PeerSync::snapshot() const {

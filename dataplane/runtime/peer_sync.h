@@ -100,7 +100,7 @@ class PeerSync {
   // counted) and sends a message once one is full.
   bool queue_for(Peer& peer, const peer_sync::Entry& e);
   void flush(Peer& peer, peer_sync::MessageType type = peer_sync::MessageType::kEntries, std::uint32_t total = 0);
-  void send(Peer& peer, const std::uint8_t* data, std::size_t len);
+  bool send(Peer& peer, const std::uint8_t* data, std::size_t len);  // false: the kernel refused it (counted)
   void drain_rings();
   void walk_refresh(std::uint64_t elapsed_ms);
   void serve_resyncs();
