@@ -101,8 +101,10 @@ so_run() {
   so_log "$1: router's next hops now: $(qsso_nexthops | tr '\n' ' ')"
 }
 routing() {
+  local shared=()
+  grep -q '^peer_sync:' "$RQ_WORK/profile-qs0.yaml" && shared=(--shared)
   check $CHECK routing "$RQ_WORK" "$1" --cid-tool "$BUILD/quicsteer-cid" \
-    --profile "$RQ_WORK/profile-qs0.yaml" --profile "$RQ_WORK/profile-qs1.yaml"
+    --profile "$RQ_WORK/profile-qs0.yaml" --profile "$RQ_WORK/profile-qs1.yaml" "${shared[@]}"
 }
 
 # ---- QUIC-LB: no connection may break
@@ -134,7 +136,7 @@ so_instance_back 1 || { echo "scaleout: instance 1 did not come back"; exit 1; }
 
 for i in 0 1; do
   so_quicsteer_stop "$i" || { echo "  scaleout: FAILED: quicsteer of instance $i exited with an error"; failed=1; }
-  $CHECK drops "$RQ_WORK" "${SO_QS_TAG[$i]}.json"
+  $CHECK drops "$RQ_WORK" "${SO_QS_TAG[$i]}.json" --report
 done
 so_stop_servers
 check python3 "$SO_SRC/tests/realquic/fleet_check.py" servers "$RQ_WORK" --logs 'server*.jsonl' \
