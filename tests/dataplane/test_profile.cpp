@@ -1457,6 +1457,30 @@ TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
   expect_same_keys(YAML::Load(qs::dump_profile(p))["backends"], YAML::Load(example)["backends"], "backends");
 }
 
+TEST(ShippedProfiles, DemoPeerSyncExampleLoadsAndSpellsOutEveryKey) {
+  std::istringstream demo(demo_text());
+  std::string line, example;
+  bool inside = false;
+  while (std::getline(demo, line)) {
+    if (line == "# peer_sync:") inside = true;
+    if (inside && line.rfind("#", 0) != 0) break;
+    if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
+  }
+  ASSERT_FALSE(example.empty()) << "no '# peer_sync:' example in demo.yaml";
+  const auto key = example.find("<64 hex digits>");
+  ASSERT_NE(key, std::string::npos);
+  example.replace(key, 15, std::string(64, 'a'));
+  const std::string yaml = kBase + "backends:\n  - {name: a, mac: \"02:00:00:00:00:01\"}\n" + example;
+  qs::Profile p;
+  try {
+    p = qs::parse_profile(yaml, "demo-peer-sync.yaml");
+  } catch (const qs::ProfileError& e) {
+    FAIL() << e.what() << "\n" << yaml;
+  }
+  ASSERT_TRUE(p.peer_sync.enabled);
+  expect_same_keys(YAML::Load(qs::dump_profile(p))["peer_sync"], YAML::Load(example)["peer_sync"], "peer_sync");
+}
+
 TEST(ShippedProfiles, DemoDeliveryCommentsLoadAndSpellOutEveryKey) {
   std::string text = demo_text();
   for (const char* key : {"source_ipv4:", "source_ipv6:", "vxlan_mac:"}) {
