@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench/ringloop.sh [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR]
 #                           [--memory auto|no-huge|hugepages] [--instructions on|off] [--delivery on|off]
+#                           [--sync on|off|only]
 #
 # Cycles per packet on a copy-free closed loop: a ring port whose RX queue q
 # receives what was sent on its TX queue q (a net_ring vdev's rings), so no
@@ -41,6 +42,31 @@
 # cycles / packets received; quicsteer's own work = demo's minus testpmd io's.
 # Target (ratios.own_cycles_per_packet_demo): <= 120. Writes results/ringloop.json.
 #
+# --sync on (the default) adds what peer sync (issue 37) costs the data path
+# and puts on the wire, in the same rounds: ring_loop --scale learn (solo
+# layout, random-CID handshakes to 2 backends with l2: each new connection's
+# first Initial, then its next long header to the server's DCID, so that the
+# established table learns 2 entries per connection; tables for 1M
+# connections, 1 s idle timeout), each new connection as fast as the lcore
+# goes:
+#   learn_sync_off   the profile without peer_sync
+#   learn_sync_on    with peer_sync (listen 127.0.0.1:<free port>, one peer
+#                    127.0.0.1:<another free port> that nobody answers,
+#                    resync_timeout_ms 0, ring_size 65536: no entry lost to a
+#                    full ring, so every entry's enqueue is paid)
+# (their order alternating from round to round), and
+#   learn_sync_paced with peer_sync, 1,000 new connections per second (the
+#                    other packets one known connection's; idle timeout 3 s,
+#                    so that the refresh walk's period is 1 s): the sync
+#                    thread's traffic at that rate.
+# ratios.peer_sync_on_vs_off (target <= 1.05) is the ratio of the medians;
+# peer_sync_on_vs_off_paired the median (min..max) of each round's on / off.
+# sync_traffic: entries learned and offered to the peer per 1,000 new
+# connections (full rate: the send rate, peer_sync.entries_per_s 20,000 by
+# default, caps what goes out), and what went out at 1,000 new connections/s
+# (entries, messages, octets with and without IPv4 + UDP headers). --sync
+# only runs these alone.
+#
 # --memory: EAL memory for every configuration alike (lib/memory.sh): auto (the
 # default) takes hugepages when 1024 MB of them are free (what -m asks for;
 # scripts/setup.sh reserves that much as root) and --no-huge otherwise;
@@ -58,7 +84,8 @@
 # and with --delivery on each delivery mode in the solo layout
 # (ratios.MODE_vs_as_is_instructions); not split: valgrind runs one thread at
 # a time, and in the split layout the owner spends its turns polling an empty
-# ring, which says nothing per packet.
+# ring, which says nothing per packet. With --sync, learn_sync_off and
+# learn_sync_on too (ratios.peer_sync_on_vs_off_instructions).
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
 
@@ -70,6 +97,7 @@ before=
 memory=auto
 instructions=off
 delivery=on
+sync=on
 source "$root/scripts/bench/lib/args.sh"
 bench_extra_arg() {
   case $1 in
@@ -78,15 +106,18 @@ bench_extra_arg() {
     --memory) memory=$2 ;;
     --instructions) instructions=$2 ;;
     --delivery) delivery=$2 ;;
+    --sync) sync=$2 ;;
     *) return 1 ;;
   esac
 }
-bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR] [--memory auto|no-huge|hugepages] [--instructions on|off] [--delivery on|off]" "$@"
+bench_parse_args ringloop.sh "scripts/bench.sh ringloop [--json FILE] [--runs N] [--seconds S] [--packets N] [--before BUILD_DIR] [--memory auto|no-huge|hugepages] [--instructions on|off] [--delivery on|off] [--sync on|off|only]" "$@"
 source "$root/scripts/bench/lib/memory.sh"
 bench_memory ringloop.sh 1024 "$memory"
 loop_memory=()
 if [ "$memory" = hugepages ]; then loop_memory=(--hugepages); fi  # ring_loop: --huge-unlink, -m 1024
 case $delivery in on | off) ;; *) echo "ringloop.sh: --delivery wants on or off" >&2; exit 2 ;; esac
+case $sync in on | off | only) ;; *) echo "ringloop.sh: --sync wants on, off or only" >&2; exit 2 ;; esac
+if [ "$sync" = only ]; then delivery=off; fi
 case $instructions in
   on) command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
         { echo "ringloop.sh: --instructions on needs valgrind (apt-get install valgrind)" >&2; exit 1; } ;;
@@ -127,8 +158,32 @@ run_loop() {
     { echo "ringloop.sh: ring_loop $name failed:" >&2; tail -5 "$work/$name-$r.txt" >&2; exit 1; }
 }
 
+# Two free UDP ports on loopback: peer sync's listen address and its peer's.
+free_ports() {
+  python3 -c 'import socket
+s = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(",".join("127.0.0.1:%d" % x.getsockname()[1] for x in s))'
+}
+learn=(--scale learn --connections 1000000 --idle-ms 1000 --warmup 1.5)
+run_sync() {
+  local r=$1 first second
+  if [ $((r % 2)) = 1 ]; then first=off second=on; else first=on second=off; fi
+  for s in $first $second; do
+    if [ "$s" = on ]; then
+      run_loop "$build" solo learn_sync_on "$r" "${learn[@]}" --peer-sync "$(free_ports)"
+    else
+      run_loop "$build" solo learn_sync_off "$r" "${learn[@]}"
+    fi
+  done
+  run_loop "$build" solo learn_sync_paced "$r" --scale learn --connections 1000000 --idle-ms 3000 --warmup 1.5 \
+    --new-per-s 1000 --peer-sync "$(free_ports)"
+}
+
 for r in $(seq 1 "$runs"); do
   echo "ringloop: run $r/$runs"
+  if [ "$sync" != off ]; then run_sync "$r"; fi
+  if [ "$sync" = only ]; then continue; fi
   for mode in io macswap; do
     run_testpmd ringloop.sh "$work/testpmd_$mode-$r.txt" "$work" "$seconds" "start tx_first $((packets / 64))" \
       "${eal[@]}" --vdev net_ring0 -- -i --forward-mode="$mode" --port-topology=loop --nb-cores=2 \
@@ -165,7 +220,11 @@ count_instructions() {
     { echo "ringloop.sh: ring_loop $name under callgrind failed:" >&2; tail -5 "$work/$name-instructions.txt" >&2; exit 1; }
   callgrind_annotate --inclusive=yes "$work/$name.callgrind" > "$work/$name.inclusive" 2>/dev/null
 }
-if [ "$instructions" = on ]; then
+if [ "$instructions" = on ] && [ "$sync" != off ]; then
+  count_instructions "$build" solo learn_sync_off "${learn[@]}"
+  count_instructions "$build" solo learn_sync_on "${learn[@]}" --peer-sync "$(free_ports)"
+fi
+if [ "$instructions" = on ] && [ "$sync" != only ]; then
   count_instructions "$build" demo demo
   if [ -n "$before" ]; then count_instructions "$before" demo demo_before; fi
   if [ "$delivery" = on ]; then
@@ -189,7 +248,8 @@ def testpmd_mpps(path):
 loops = {}
 tsc_hz = None
 for name in ["demo", "split", "demo_before", "split_before", "solo_as_is", "solo_l2", "solo_ipip", "solo_vxlan",
-             "solo_l2_1000", "solo_as_is_before", "solo_l2_before", "solo_ipip_before", "solo_vxlan_before"]:
+             "solo_l2_1000", "solo_as_is_before", "solo_l2_before", "solo_ipip_before", "solo_vxlan_before",
+             "learn_sync_off", "learn_sync_on", "learn_sync_paced"]:
     try:
         rs = [json.load(open(f"{work}/{name}-{r}.json")) for r in range(1, runs + 1)]
     except FileNotFoundError:
@@ -205,12 +265,59 @@ for mode, lcores in [("io", LCORES), ("macswap", LCORES), ("io_solo", 1)]:
 for name, rs in loops.items():
     configs[name] = {"mpps": spread([x["mpps"] for x in rs]), "cycles_per_packet": spread([x["cycles_per_packet"] for x in rs])}
 med = lambda c: configs[c]["cycles_per_packet"]["median"]
-ratios = {"own_cycles_per_packet_demo": med("demo") - med("testpmd_io"),
-          "own_cycles_per_packet_split": med("split") - med("testpmd_io")}
+ratios = {}
+targets = {}
+if "demo" in configs:
+    ratios = {"own_cycles_per_packet_demo": med("demo") - med("testpmd_io"),
+              "own_cycles_per_packet_split": med("split") - med("testpmd_io")}
+    targets = {"own_cycles_per_packet_demo": 120}
+# Peer sync (--sync): the data path with and without it, and what goes on
+# the wire. A datagram: 44 octets of header, 17 per entry, a 16-octet MAC
+# (steering/peer_sync.h); on the wire 20 of IPv4 and 8 of UDP more.
+sync_traffic = None
+if "learn_sync_on" in configs:
+    on, off = loops["learn_sync_on"], loops["learn_sync_off"]
+    ratios["peer_sync_on_vs_off"] = med("learn_sync_on") / med("learn_sync_off")
+    paired = [a["cycles_per_packet"] / b["cycles_per_packet"] for a, b in zip(on, off)]
+    ratios["peer_sync_on_vs_off_paired"] = statistics.median(paired)
+    configs["learn_sync_on"]["on_vs_off_paired"] = spread(paired)
+    targets["peer_sync_on_vs_off"] = 1.05
+    for name in ["learn_sync_off", "learn_sync_on", "learn_sync_paced"]:
+        rs = loops[name]
+        configs[name]["new_connections_per_s"] = spread([x["handshakes"] / x["window_s"] for x in rs])
+        configs[name]["learned_per_connection"] = spread([x["learned"] / x["handshakes"] for x in rs])
+        configs[name]["table_full"] = [x["table_full"] for x in rs]
+        if rs[0]["peer_sync"] is not None:
+            configs[name]["peer_sync"] = [x["peer_sync"] for x in rs]
+    per_k = lambda rs, f: spread([1000 * f(x) / x["handshakes"] for x in rs])
+    paced = loops["learn_sync_paced"]
+    wire = lambda x: x["peer_sync"]["messages_sent"] * (44 + 16 + 28) + 17 * x["peer_sync"]["entries_sent"]
+    payload = lambda x: x["peer_sync"]["messages_sent"] * (44 + 16) + 17 * x["peer_sync"]["entries_sent"]
+    sync_traffic = {
+        "full_rate": {
+            "learned_entries_per_1000_connections": per_k(on, lambda x: x["learned"]),
+            # What the sync thread had for the peer: sent, or over the send rate.
+            "entries_offered_per_1000_connections":
+                per_k(on, lambda x: x["peer_sync"]["entries_sent"] + x["peer_sync"]["send_over_rate"]),
+            "entries_sent_per_s": spread([x["peer_sync"]["entries_sent"] / x["window_s"] for x in on]),
+            "ring_full": [x["peer_sync"]["ring_full"] for x in on],
+        },
+        "at_1000_new_connections_per_s": {
+            "new_connections_per_s": spread([x["handshakes"] / x["window_s"] for x in paced]),
+            "entries_per_1000_connections": per_k(paced, lambda x: x["peer_sync"]["entries_sent"]),
+            "messages_per_1000_connections": per_k(paced, lambda x: x["peer_sync"]["messages_sent"]),
+            "octets_per_1000_connections_udp_payload": per_k(paced, payload),
+            "octets_per_1000_connections_on_wire": per_k(paced, wire),
+            "entries_per_s": spread([x["peer_sync"]["entries_sent"] / x["window_s"] for x in paced]),
+            "messages_per_s": spread([x["peer_sync"]["messages_sent"] / x["window_s"] for x in paced]),
+            "octets_per_s_on_wire": spread([wire(x) / x["window_s"] for x in paced]),
+            "send_over_rate": [x["peer_sync"]["send_over_rate"] for x in paced],
+        },
+        "octets": "datagram = 44 header + 17 per entry + 16 MAC; on the wire + 28 (IPv4 20, UDP 8); one peer",
+    }
 if "demo_before" in configs:
     ratios["demo_after_vs_before_cycles"] = med("demo") / med("demo_before")
     ratios["split_after_vs_before_cycles"] = med("split") / med("split_before")
-targets = {"own_cycles_per_packet_demo": 120}
 if "solo_l2" in configs:
     own = lambda c: med(c) - med("testpmd_io_solo")
     ratios["own_cycles_per_packet_solo_as_is"] = own("solo_as_is")
@@ -231,7 +338,7 @@ if "solo_l2" in configs:
 STAGES = {"lcores": [r"qs::lcore_main\("], "classify": [r"qs::MbufClassifier::classify\("],
           "connection_stage": [r"qs::\(anonymous namespace\)::run_connection_stage\(", r"qs::run_connection_burst<"]}
 instructions = {}
-for name in ["demo", "demo_before"] + [f"solo_{m}{b}" for m in ["as_is", "l2", "ipip", "vxlan"] for b in ["", "_before"]]:
+for name in ["demo", "demo_before", "learn_sync_off", "learn_sync_on"] + [f"solo_{m}{b}" for m in ["as_is", "l2", "ipip", "vxlan"] for b in ["", "_before"]]:
     path = f"{work}/{name}.inclusive"
     if not os.path.exists(path):
         continue
@@ -258,6 +365,9 @@ for mode in ["l2", "ipip", "vxlan"]:
         if f"solo_{mode}{b}" in instructions and f"solo_as_is{b}" in instructions:
             ratios[f"{mode}_vs_as_is{b}_instructions"] = (instructions[f"solo_{mode}{b}"]["lcores"] /
                                                            instructions[f"solo_as_is{b}"]["lcores"])
+if "learn_sync_on" in instructions and "learn_sync_off" in instructions:
+    ratios["peer_sync_on_vs_off_instructions"] = (instructions["learn_sync_on"]["lcores"] /
+                                                  instructions["learn_sync_off"]["lcores"])
 if "demo" in instructions and "demo_before" in instructions:
     ratios["demo_after_vs_before_instructions"] = instructions["demo"]["lcores"] / instructions["demo_before"]["lcores"]
 print(f"CPU {cpu}, {cpus} CPUs, TSC {tsc_hz / 1e9:.3f} GHz; {packets} packets circulating, {runs} runs of {seconds:g} s")
@@ -270,6 +380,17 @@ if instructions:
     for name, per in instructions.items():
         f = lambda v: "-" if v is None else f"{v:.1f}"
         print(f"{name:20} {f(per['lcores']):>10} {f(per['classify']):>10} {f(per['connection_stage']):>18}")
+if sync_traffic:
+    f, p = sync_traffic["full_rate"], sync_traffic["at_1000_new_connections_per_s"]
+    m = lambda s, d=0: f"{s['median']:,.{d}f} ({s['min']:,.{d}f}..{s['max']:,.{d}f})"
+    print(f"peer sync, full rate: {m(configs['learn_sync_on']['new_connections_per_s'])} new connections/s; per 1,000: "
+          f"{m(f['learned_entries_per_1000_connections'])} entries learned, "
+          f"{m(f['entries_offered_per_1000_connections'])} offered to the peer (new + refresh walk); "
+          f"sent {m(f['entries_sent_per_s'])} entries/s (the send rate)")
+    print(f"peer sync, {m(p['new_connections_per_s'])} new connections/s: per 1,000 new connections "
+          f"{m(p['entries_per_1000_connections'])} entries, {m(p['messages_per_1000_connections'])} messages, "
+          f"{m(p['octets_per_1000_connections_on_wire'])} octets on the wire; per second "
+          f"{m(p['entries_per_s'])} entries, {m(p['messages_per_s'], 1)} messages, {m(p['octets_per_s_on_wire'])} octets")
 for k, v in ratios.items():
     t = targets.get(k)
     verdict = "" if t is None else f"  (target <= {t:g}: {'met' if v <= t else 'not met'})"
@@ -277,6 +398,7 @@ for k, v in ratios.items():
 json.dump({"cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "packets_circulating": packets, "runs": runs,
            "seconds": seconds, "memory": memory, "lcores": "main 0@CPU0, forwarding 1@CPU0 and 2@CPU1",
            "configurations": configs, "instructions_per_packet": instructions, "ratios": ratios,
+           "sync_traffic": sync_traffic,
            "targets": {k: f"<= {v:g}" for k, v in targets.items()}}, open(out, "w"), indent=2)
 print(f"wrote {out}")
 PY

@@ -3,8 +3,8 @@
 //
 //   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //             [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]
-//             [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]
-//              [--max-connections M] [--early-prefetch]]
+//             [--scale connections|forwarding|backends|new|learn [--connections N] [--zipf S] [--idle-ms MS]
+//              [--max-connections M] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]
 //
 // --scale (solo layout only) makes the circulating frames stand for many
 // connections (scale_traffic.h: an RX callback rewrites each one's DCID and
@@ -23,6 +23,17 @@
 //                the forwarding tables on: setup-table and connection-table
 //                inserts), a shard of N (action.max_connections) whose
 //                entries expire after --idle-ms
+//   learn        random-CID handshakes to 2 backends (l2) with the
+//                forwarding tables on: each new connection's first Initial,
+//                then its next long header with the server's DCID, so that
+//                the established table learns 2 entries per connection
+//                (steering.forwarding.max_entries N, the shard N); with
+//                --new-per-s R only R new connections per second, the other
+//                packets one known connection's. --peer-sync LISTEN,PEER adds
+//                a peer_sync block (resync_timeout_ms 0, ring_size
+//                --sync-ring, 65536 unless given, so that the ring does not
+//                overflow and every entry's enqueue is paid): what sharing
+//                costs the data path, and the sync thread's counters
 // --max-connections M sizes the shard apart from N (a large shard with few
 // live connections: what its size costs without their misses).
 // --early-prefetch (connections and backends; an experiment on the harness
@@ -113,13 +124,16 @@ struct Options {
   std::uint32_t idle_ms = 0;  // action.idle_timeout_ms; 0: the profile's default
   std::uint32_t max_connections = 0;  // action.max_connections; 0: --connections
   bool early_prefetch = false;        // an experiment: see scale_traffic.h
+  double new_per_s = 0;               // --scale learn: 0, every packet pair a new connection
+  std::string peer_sync;              // --scale learn: "LISTEN,PEER" (host:port each), or empty: no peer sync
+  std::uint32_t sync_ring = 65536;    // peer_sync.ring_size
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
                        "                 [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]\n"
-                       "                 [--scale connections|forwarding|backends|new [--connections N] [--zipf S] [--idle-ms MS]\n"
-                       "                  [--max-connections M] [--early-prefetch]]\n");
+                       "                 [--scale connections|forwarding|backends|new|learn [--connections N] [--zipf S] [--idle-ms MS]\n"
+                       "                  [--max-connections M] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]\n");
   std::exit(2);
 }
 
@@ -150,14 +164,21 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--zipf") o.zipf = std::stod(v);
     else if (a == "--idle-ms") o.idle_ms = std::uint32_t(std::stoul(v));
     else if (a == "--max-connections") o.max_connections = std::uint32_t(std::stoul(v));
+    else if (a == "--new-per-s") o.new_per_s = std::stod(v);
+    else if (a == "--peer-sync") o.peer_sync = v;
+    else if (a == "--sync-ring") o.sync_ring = std::uint32_t(std::stoul(v));
     else usage();
   }
   if (!o.scale.empty()) {
-    if ((o.scale != "connections" && o.scale != "forwarding" && o.scale != "backends" && o.scale != "new") ||
+    if ((o.scale != "connections" && o.scale != "forwarding" && o.scale != "backends" && o.scale != "new" &&
+         o.scale != "learn") ||
         o.layout != "solo" || !o.delivery.empty() || o.connections == 0 || o.connections > (16u << 20))
       usage();
     if (o.scale == "backends") o.delivery = "l2";
   }
+  if ((o.scale != "learn" && (o.new_per_s != 0 || !o.peer_sync.empty())) ||
+      (!o.peer_sync.empty() && o.peer_sync.find(',') == std::string::npos))
+    usage();
   if (!o.delivery.empty() && o.delivery != "as_is" && o.delivery != "l2" && o.delivery != "ipip" &&
       o.delivery != "vxlan")
     usage();
@@ -207,6 +228,15 @@ std::string scale_yaml(const std::string& device, const Options& opt) {
   std::string steering;
   if (opt.scale == "backends") {
     steering = backends_yaml({1}, opt.backends, "l2", true);
+  } else if (opt.scale == "learn") {
+    // Random CIDs (no QUIC-LB codepoint) to 2 backends, the tables on and
+    // sized for N, no bound per source (every connection has its own
+    // address anyway).
+    steering = backends_yaml({1}, 2, "l2");
+    const std::string off = "  forwarding: {enabled: false}\n";
+    steering.replace(steering.find(off), off.size(),
+                     "  forwarding: {enabled: true, max_entries: " + std::to_string(opt.connections) +
+                         ", max_entries_per_source: 0}\n");
   } else {
     steering = qs::test::steering_head_yaml() +
                "  servers:\n    - {server_id: \"0001\", owner: 1}\n    - {server_id: \"0002\", owner: 1}\n"
@@ -223,12 +253,20 @@ std::string scale_yaml(const std::string& device, const Options& opt) {
   steering.pop_back();  // "}"
   steering += ", max_connections: " + std::to_string(opt.max_connections ? opt.max_connections : opt.connections) +
               (opt.idle_ms ? ", idle_timeout_ms: " + std::to_string(opt.idle_ms) : std::string()) + "}\n";
+  std::string sync;
+  if (!opt.peer_sync.empty()) {
+    const std::size_t comma = opt.peer_sync.find(',');
+    sync = "peer_sync: {listen: \"" + opt.peer_sync.substr(0, comma) + "\", peers: [\"" +
+           opt.peer_sync.substr(comma + 1) +
+           "\"], key: \"8d5f0c7a1e2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5\", "
+           "resync_timeout_ms: 0, ring_size: " + std::to_string(opt.sync_ring) + "}\n";
+  }
   return "ports:\n  - {name: loop, device: \"" + device +
          "\", rx_queues: 2, tx_queues: 2, rx_descriptors: 1024, tx_descriptors: 1024, rss: false}\n"
          "mempool: {mbufs: 16383, cache: 256}\n"
          "lcores:\n  - {id: 1, rx: [\"loop:0\", \"loop:1\"], owner: true}\n"
          "rings: {size: 1024, burst: 32}\n" +
-         steering + "stats: {period_ms: 0}\n";
+         steering + "stats: {period_ms: 0}\n" + sync;
 }
 
 std::string profile_yaml(const std::string& layout, const std::string& device, const Options& opt) {
@@ -287,12 +325,16 @@ struct Window {
   std::uint64_t rx = 0, drops = 0, tsc = 0;
   std::array<std::uint64_t, qs::kResolveMethods> routed{};
   std::uint64_t connections = 0, untracked = 0, connections_live = 0, expired = 0;
+  std::uint64_t made = 0, learned = 0, setups = 0, table_full = 0;  // --scale learn
+  qs::PeerSyncSnapshot sync;                                        // with --peer-sync
 };
 
-Window sample(const qs::Dataplane& dp) {
+Window sample(const qs::Dataplane& dp, const qs::bench::ScaleStream* stream) {
   const qs::StatsSnapshot s = dp.snapshot();
   return Window{s.rx_total.rx, s.drops_sum(), rte_rdtsc(), s.rx_total.routed, s.owner_total.connections,
-                s.owner_total.connections_untracked, s.owner_total.connections_live, s.owner_total.connections_expired};
+                s.owner_total.connections_untracked, s.owner_total.connections_live, s.owner_total.connections_expired,
+                stream != nullptr ? __atomic_load_n(&stream->made, __ATOMIC_RELAXED) : 0, s.rx_total.learned,
+                s.rx_total.setups, s.rx_total.table_full, s.peer_sync.empty() ? qs::PeerSyncSnapshot{} : s.peer_sync[0]};
 }
 
 // The CPU's model name, which every figure is printed with.
@@ -307,7 +349,7 @@ std::string cpu_model() {
 // port 443 with the fields the callback rewrites (scale_traffic.h).
 bool scale_template(const Options& opt, const qs::ParsedPacket& p) {
   if (p.verdict != qs::Verdict::kQuic || p.ip_version != 4 || p.l3_offset != 14 || p.dst_port != 443) return false;
-  if (opt.scale == "new")
+  if (opt.scale == "new" || opt.scale == "learn")
     return p.type == qs::QuicPacketType::kInitial && p.opens_connection && p.dcid_len >= 8 && p.scid_len >= 8;
   return p.form == qs::QuicForm::kShort && p.dcid_len == 17;
 }
@@ -335,6 +377,11 @@ void build_scale(const Options& opt, const qs::Profile& profile, qs::Dataplane& 
   }
   if (opt.scale == "new") {
     s.initials = true;
+    return;
+  }
+  if (opt.scale == "learn") {
+    s.handshakes = true;
+    if (opt.new_per_s > 0) s.pace_tsc = std::max<std::uint64_t>(1, std::uint64_t(double(rte_get_tsc_hz()) / opt.new_per_s));
     return;
   }
   std::mt19937_64 rng(42);
@@ -457,9 +504,10 @@ int run(const Options& opt) {
 
   dp.launch();
   std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup));
-  const Window a = sample(dp);
+  const qs::bench::ScaleStream* stream = opt.scale == "learn" ? &scale.stream : nullptr;
+  const Window a = sample(dp, stream);
   std::this_thread::sleep_for(std::chrono::duration<double>(opt.seconds));
-  const Window b = sample(dp);
+  const Window b = sample(dp, stream);
   dp.stop();
   const qs::StatsSnapshot s = dp.snapshot();
   // What circulates is the loop's, not quicsteer's: back to the pool first.
@@ -499,6 +547,26 @@ int run(const Options& opt) {
                                           : "",
                 scale.stream.bursts ? double(scale.stream.next) / double(scale.stream.bursts) : 0.0);
   }
+  // --scale learn: the connections begun, what the tables learned from
+  // them, and what the sync thread made of it, over the window.
+  const double made = double(b.made - a.made);
+  const qs::PeerSyncSnapshot& sa = a.sync;
+  const qs::PeerSyncSnapshot& sb = b.sync;
+  if (opt.scale == "learn") {
+    std::printf("ring_loop scale learn: %.0f new connections/s, %.2f established entries learned per connection "
+                "(%llu setups, %llu refused: table full)%s\n",
+                made / window_s, made > 0 ? double(b.learned - a.learned) / made : 0.0,
+                static_cast<unsigned long long>(b.setups - a.setups),
+                static_cast<unsigned long long>(b.table_full - a.table_full), opt.peer_sync.empty() ? "; no peer sync" : "");
+    if (!opt.peer_sync.empty())
+      std::printf("ring_loop peer sync: %llu messages, %llu entries sent; %llu over the send rate, %llu lost to a "
+                  "full ring, %llu send errors\n",
+                  static_cast<unsigned long long>(sb.messages_sent - sa.messages_sent),
+                  static_cast<unsigned long long>(sb.entries_sent - sa.entries_sent),
+                  static_cast<unsigned long long>(sb.send_over_rate - sa.send_over_rate),
+                  static_cast<unsigned long long>(sb.ring_full - sa.ring_full),
+                  static_cast<unsigned long long>(sb.send_errors - sa.send_errors));
+  }
   if (!opt.json.empty()) {
     std::ofstream o(opt.json);
     o << "{\"layout\": \"" << opt.layout << "\", \"delivery\": \"" << opt.delivery << "\", \"backends\": "
@@ -510,7 +578,17 @@ int run(const Options& opt) {
       << ", \"forwarding_entries\": " << scale.forwarding_entries << ", \"new_connections_per_s\": " << new_per_s
       << ", \"untracked\": " << b.untracked - a.untracked << ", \"expired\": " << b.expired - a.expired
       << ", \"connections_live\": " << b.connections_live << ", \"eal_startup_bytes\": " << eal_startup
-      << ", \"table_bytes\": " << scale.table_bytes << ", \"established_bytes\": " << scale.established_bytes << ", \"rx_packets\": " << b.rx - a.rx << "}\n";
+      << ", \"table_bytes\": " << scale.table_bytes << ", \"established_bytes\": " << scale.established_bytes << ", \"rx_packets\": " << b.rx - a.rx
+      << ", \"handshakes\": " << b.made - a.made << ", \"learned\": " << b.learned - a.learned
+      << ", \"setups\": " << b.setups - a.setups << ", \"table_full\": " << b.table_full - a.table_full
+      << ", \"peer_sync\": " << (opt.peer_sync.empty() ? "null" : "{")
+      << (opt.peer_sync.empty() ? ""
+                                : "\"messages_sent\": " + std::to_string(sb.messages_sent - sa.messages_sent) +
+                                      ", \"entries_sent\": " + std::to_string(sb.entries_sent - sa.entries_sent) +
+                                      ", \"send_over_rate\": " + std::to_string(sb.send_over_rate - sa.send_over_rate) +
+                                      ", \"ring_full\": " + std::to_string(sb.ring_full - sa.ring_full) +
+                                      ", \"send_errors\": " + std::to_string(sb.send_errors - sa.send_errors) + "}")
+      << "}\n";
   }
   // A loop that lost packets while measured measures something else. (At the
   // stop, what is still in a TX stage or ring is counted as shutdown drops.)

@@ -16,6 +16,15 @@
 //     SCID's first eight from a 64-bit counter times an odd constant (a
 //     bijection, so never a CID or SCID seen before): every packet is the
 //     first Initial of a new connection.
+//   - handshakes (--scale learn): two packets per new connection k, from
+//     its own source address and port (from k): its first Initial (the
+//     client's DCID and SCID, as with --scale new), then the client's next
+//     long header, the same SCID to the DCID the server chose. The first
+//     opens a setup entry; the second hits it, and the established table
+//     learns its DCID and its 4-tuple: two entries per connection, what
+//     peer sync shares. Paced (pace_tsc != 0: one new connection per
+//     pace_tsc TSC cycles), the packets in between are connection 0's second
+//     packet again, which hits what it taught and learns nothing more.
 // The stream is a preamble that visits every connection once in a random
 // order (so that all N are live before the window), then a cycle of 2^20
 // records: random permutations of the N connections one after another
@@ -60,6 +69,11 @@ struct ScaleStream {
   std::uint64_t next = 0;            // packets rewritten so far
   std::uint64_t bursts = 0;          // callbacks with at least one packet (next / bursts: the RX burst's mean)
   bool initials = false;             // --scale new: counter-made CIDs, no records
+  bool handshakes = false;           // --scale learn: two packets per new connection
+  std::uint64_t made = 0;            // --scale learn: connections begun (read by the main thread)
+  bool half = false;                 // --scale learn: the next packet is connection `made`'s second
+  std::uint64_t pace_tsc = 0;        // --scale learn: TSC cycles per new connection (0: every pair new)
+  std::uint64_t pace_start = 0;
   // --early-prefetch (an experiment, not quicsteer's data path): the owner's
   // CID table and seed, so that the callback prefetches each packet's slot
   // before quicsteer classifies the burst, as a receiver that hashed the
@@ -127,6 +141,34 @@ inline std::uint16_t rewrite_for_scale(std::uint16_t, std::uint16_t, rte_mbuf** 
   auto& s = *static_cast<ScaleStream*>(user_param);
   const FrameLayout& l = s.layout;
   if (n != 0) ++s.bursts;
+  if (s.handshakes) {
+    std::uint64_t due = ~std::uint64_t(0), made = s.made;
+    if (s.pace_tsc != 0 && n != 0) {
+      const std::uint64_t now = rte_rdtsc();
+      if (s.pace_start == 0) s.pace_start = now;
+      due = (now - s.pace_start) / s.pace_tsc;
+    }
+    for (std::uint16_t i = 0; i < n; ++i) {
+      std::uint64_t k = 0;
+      bool second = true;
+      if (s.half) {
+        k = made, s.half = false;
+      } else if (made < due) {
+        k = ++made, second = false, s.half = true;
+      }
+      auto* f = rte_pktmbuf_mtod(pkts[i], std::uint8_t*);
+      const std::uint64_t client = k * 0x9e3779b97f4a7c15ull, server = k * 0xc2b2ae3d27d4eb4full;
+      std::memcpy(f + l.dcid_offset + 1, second ? &server : &client, 7);
+      std::memcpy(f + l.scid_offset, &client, 8);
+      const std::uint32_t addr = __builtin_bswap32(0x0a000000u | std::uint32_t(k & 0xffffffu));
+      const std::uint16_t port = __builtin_bswap16(std::uint16_t(1024 + ((k >> 24) & 0x3fff)));
+      std::memcpy(f + l.src_addr_offset, &addr, 4);
+      std::memcpy(f + l.src_port_offset, &port, 2);
+    }
+    s.next += n;
+    __atomic_store_n(&s.made, made, __ATOMIC_RELAXED);
+    return n;
+  }
   if (s.initials) {
     for (std::uint16_t i = 0; i < n; ++i) {
       auto* f = rte_pktmbuf_mtod(pkts[i], std::uint8_t*);
