@@ -232,6 +232,16 @@ inline constexpr ExceptionField kExceptionFields[] = {
 // Peer sync (dataplane/runtime/peer_sync.h): the sync thread's counters and
 // the receivers' ring drops.
 using PeerSyncField = CounterField<PeerSyncSnapshot>;
+// One help text per family (its samples differ by label).
+inline constexpr const char* kPeerSyncMessagesHelp = "Peer sync datagrams sent to peers and received from them.";
+inline constexpr const char* kPeerSyncEntriesHelp =
+    "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
+    "refreshed an entry present, expired on the way, found the table full).";
+inline constexpr const char* kPeerSyncDroppedHelp =
+    "Learned entries not sent: the receivers' ring to the sync thread was full, or a peer's send budget "
+    "(peer_sync.entries_per_s) was spent; the refresh walk sends live ones later.";
+inline constexpr const char* kPeerSyncResyncsHelp =
+    "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.";
 #define QS_REFUSED(reason, field)                                                                                  \
   {"refused_" reason, "peer_sync_refused_total", "reason=\"" reason "\"", CounterKind::kCounter,                  \
    CounterUnit::kCount,                                                                                             \
@@ -243,55 +253,47 @@ inline constexpr PeerSyncField kPeerSyncFields[] = {
      "1 once a peer's copy of the forwarding tables is in (or none came within peer_sync.resync_timeout_ms).",
      &PeerSyncSnapshot::ready},
     {"messages_sent", "peer_sync_messages_total", "direction=\"sent\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Peer sync datagrams sent to peers and received from them.", &PeerSyncSnapshot::messages_sent},
+     kPeerSyncMessagesHelp, &PeerSyncSnapshot::messages_sent},
     {"messages_received", "peer_sync_messages_total", "direction=\"received\"", CounterKind::kCounter,
-     CounterUnit::kCount, "Peer sync datagrams sent to peers and received from them.",
+     CounterUnit::kCount, kPeerSyncMessagesHelp,
      &PeerSyncSnapshot::messages_received},
     {"entries_sent", "peer_sync_entries_total", "outcome=\"sent\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::entries_sent},
     {"entries_received", "peer_sync_entries_total", "outcome=\"received\"", CounterKind::kCounter,
      CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::entries_received},
     {"entries_added", "peer_sync_entries_total", "outcome=\"added\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::entries_added},
     {"entries_refreshed", "peer_sync_entries_total", "outcome=\"refreshed\"", CounterKind::kCounter,
      CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::entries_refreshed},
     {"entries_expired", "peer_sync_entries_total", "outcome=\"expired\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::entries_expired},
     {"table_full", "peer_sync_entries_total", "outcome=\"table_full\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Forwarding-table entries sent to peers, received from them, and what the received ones did here (added, "
-     "refreshed an entry present, expired on the way, found the table full).",
+     kPeerSyncEntriesHelp,
      &PeerSyncSnapshot::table_full},
     {"ring_full", "peer_sync_dropped_total", "at=\"ring\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Learned entries not sent: the receivers' ring to the sync thread was full, or a peer's send budget "
-     "(peer_sync.entries_per_s) was spent; the refresh walk sends live ones later.",
+     kPeerSyncDroppedHelp,
      &PeerSyncSnapshot::ring_full},
     {"send_over_rate", "peer_sync_dropped_total", "at=\"rate\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Learned entries not sent: the receivers' ring to the sync thread was full, or a peer's send budget "
-     "(peer_sync.entries_per_s) was spent; the refresh walk sends live ones later.",
+     kPeerSyncDroppedHelp,
      &PeerSyncSnapshot::send_over_rate},
     {"send_errors", "peer_sync_send_errors_total", "", CounterKind::kCounter, CounterUnit::kCount,
      "Peer sync datagrams the kernel did not take (no route yet, a full socket buffer).",
      &PeerSyncSnapshot::send_errors},
     {"resyncs_served", "peer_sync_resyncs_total", "role=\"served\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     kPeerSyncResyncsHelp,
      &PeerSyncSnapshot::resyncs_served},
     {"resyncs_completed", "peer_sync_resyncs_total", "role=\"taken\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     kPeerSyncResyncsHelp,
      &PeerSyncSnapshot::resyncs_completed},
     {"resync_timeouts", "peer_sync_resyncs_total", "role=\"timed_out\"", CounterKind::kCounter, CounterUnit::kCount,
-     "Full copies of the forwarding tables sent to a starting peer, taken from one, or given up waiting for.",
+     kPeerSyncResyncsHelp,
      &PeerSyncSnapshot::resync_timeouts},
     {"resync_entries_lost", "peer_sync_resync_entries_lost_total", "", CounterKind::kCounter, CounterUnit::kCount,
      "Entries of a peer's full copy that did not arrive (its kResyncDone said more); the refresh walk repairs them.",

@@ -176,6 +176,23 @@ with tempfile.TemporaryDirectory() as tmp:
           f"quicsteer_parked_seconds_total is parked_us in seconds: {scraped_parked} vs {parked}")
 
 
+def missing_in_outputs(scope, rows, blocks, scraped, labels):
+    """The counters of `scope` that some JSON or telemetry row, summary block
+    or Prometheus sample (with `labels` and the counter's own) lacks."""
+    missing = []
+    for c in counters:
+        if c["scope"] != scope:
+            continue
+        name = c["name"]
+        if not all(isinstance(r.get(name), int) for r in rows) or not all(in_summary(b, name) for b in blocks):
+            missing.append(name)
+        sample = re.fullmatch(r'(\w+)(?:\{(\w+)="([^"]*)"\})?', c["metric"])
+        want = labels | ({(sample.group(2), sample.group(3))} if sample.group(2) else set())
+        if not any(n == sample.group(1) and want <= got for n, got in scraped):
+            missing.append(f"{name} (Prometheus {c['metric']})")
+    return missing
+
+
 def exception_run(tmp):
     """A port with services and a TAP (net_null, nothing received): each of
     its classes is a row of the exception scope in every output, zeros
@@ -209,18 +226,7 @@ stats: {{period_ms: 100, json: "{json_path}"}}
     classes = {"arp", "nd", "bgp", "bfd", "link", "icmp", "other"}
     check({r["class"] for r in rows_json} == classes and len(rows_json) == 7, f"a JSON row per class: {rows_json}")
     check(len(rows_tel) == 7 and len(blocks) == 7, f"7 rows in telemetry ({len(rows_tel)}) and the summary ({len(blocks)})")
-    missing = []
-    for c in counters:
-        if c["scope"] != "exception":
-            continue
-        name = c["name"]
-        if not all(isinstance(r.get(name), int) for r in rows_json + rows_tel) or \
-                not all(in_summary(b, name) for b in blocks):
-            missing.append(name)
-        sample = re.fullmatch(r'(\w+)(?:\{(\w+)="([^"]*)"\})?', c["metric"])
-        want = {("port", "wire"), ("class", "arp")} | ({(sample.group(2), sample.group(3))} if sample.group(2) else set())
-        if not any(n == sample.group(1) and want <= labels for n, labels in scraped):
-            missing.append(f"{name} (Prometheus {c['metric']})")
+    missing = missing_in_outputs("exception", rows_json + rows_tel, blocks, scraped, {("port", "wire"), ("class", "arp")})
     check(not missing, f"every exception counter is in every output: missing {missing}")
 
 
@@ -265,18 +271,7 @@ stats: {{period_ms: 100, json: "{json_path}"}}
     check(row_json.get("resync_timeouts") == 1 and row_json.get("ready") == 1,
           f"no peer answered: one resync timeout, then ready: {row_json}")
     check(row_json.get("messages_sent", 0) + row_json.get("send_errors", 0) >= 1, f"it asked for a copy: {row_json}")
-    missing = []
-    for c in counters:
-        if c["scope"] != "peer_sync":
-            continue
-        name = c["name"]
-        if not isinstance(row_json.get(name), int) or not all(isinstance(r.get(name), int) for r in rows_tel) or \
-                not all(in_summary(b, name) for b in blocks):
-            missing.append(name)
-        sample = re.fullmatch(r'(\w+)(?:\{(\w+)="([^"]*)"\})?', c["metric"])
-        want = {(sample.group(2), sample.group(3))} if sample.group(2) else set()
-        if not any(n == sample.group(1) and want <= labels for n, labels in scraped):
-            missing.append(f"{name} (Prometheus {c['metric']})")
+    missing = missing_in_outputs("peer_sync", [row_json] + rows_tel, blocks, scraped, set())
     check(not missing, f"every peer_sync counter is in every output: missing {missing}")
 
 
