@@ -19,6 +19,12 @@
 #            mid-transfer (tests/scaleout/scaleout_test.sh's rebind_failover):
 #            the downloads complete per class of scaleout_check.py rebinding
 #            (moved by the rebinding, by the crash, by both, by neither).
+#   sync_rebind_failover  the same with the instances sharing what their
+#            forwarding tables learn (configs/scaleout-random-cid-sync.yaml,
+#            peer_sync)
+# and, for peer_sync's cost (scripts/bench.sh ringloop --sync only, on this
+# machine in the same run): the data path's cycles per packet with sharing on
+# against off, and the sync traffic per 1,000 new connections.
 # Failover: from the event until the router sent the first packet of one of
 # the victim's connections to the other instance (its captures). Prints and
 # writes (results/scaleout.json or --json FILE) the median over N rounds
@@ -111,13 +117,21 @@ for ((r = 1; r <= rounds; r++)); do
   done
   bench_batch "random_rebind_failover-$r" crash 0 rebind
 done
+bench_setup "qssoe$$" bfd gtls scaleout-random-cid-sync.yaml
+for ((r = 1; r <= rounds; r++)); do bench_batch "random_sync_rebind_failover-$r" crash 0 rebind; done
+rq_stop_all
+qsso_down
+# peer_sync's cost on the copy-free loop, in this same run.
+sync_json=$RQ_WORK/ringloop-sync.json
+bash scripts/bench/ringloop.sh --sync only --runs 5 --json "$sync_json" || echo "bench scaleout: ringloop --sync only failed"
 
 mkdir -p "$(dirname "$json")"
-python3 - "$figures" "$rounds" "$json" "$hw" <<'PY'
-import json, statistics, sys
+python3 - "$figures" "$rounds" "$json" "$hw" "$sync_json" <<'PY'
+import json, os, statistics, sys
 figs, rounds, out, hw = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sync = json.load(open(sys.argv[5])) if os.path.exists(sys.argv[5]) else {}
 events = ["crash", "return", "drain", "silent_bfd", "silent_bgp", "random_crash", "random_return", "random_drain",
-          "random_rebind_failover"]
+          "random_rebind_failover", "random_sync_rebind_failover"]
 classes = ["not_moved", "moved_at_rebinding", "moved_at_crash", "moved_back", "not_rebound"]
 res = {}
 for ev in events:
@@ -134,7 +148,10 @@ for ev in events:
 doc = {"benchmark": "scaleout", "hardware": hw, "rounds": rounds, "downloads_per_event": 20,
        "size_bytes": 5242880, "instances": 2, "servers": 4,
        "bfd": {"interval_ms": 100, "multiplier": 3}, "bgp": {"keepalive_s": 1, "hold_s": 3},
-       "events": res}
+       "events": res,
+       # peer_sync's cost (scripts/bench/ringloop.sh --sync only, this run)
+       "peer_sync": {"ratios": {k: v for k, v in sync.get("ratios", {}).items() if k.startswith("peer_sync")},
+                     "sync_traffic": sync.get("sync_traffic")}}
 json.dump(doc, open(out, "w"), indent=2)
 print(f"{'event':24} {'failover ms median (min..max)':>30} {'downloads complete':>20}")
 for ev in events:
@@ -145,5 +162,8 @@ for ev in events:
     for c, n in e.get("classes", {}).items():
         if n["transfers"]:
             print(f"  {c:22} {'':>30} {n['completed']:>10}/{n['transfers']}")
+for k, v in doc["peer_sync"]["ratios"].items():
+    print(f"ratios.{k} = {v}" + ("  (target <= 1.05: " + ("met" if v <= 1.05 else "NOT met") + ")"
+                                  if k == "peer_sync_on_vs_off" else ""))
 print(f"written to {out}")
 PY
