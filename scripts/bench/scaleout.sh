@@ -163,7 +163,7 @@ for ev in events:
         if n["transfers"]:
             print(f"  {c:22} {'':>30} {n['completed']:>10}/{n['transfers']}")
 for k, v in doc["peer_sync"]["ratios"].items():
-    print(f"ratios.{k} = {v}" + ("  (target <= 1.05: " + ("met" if v <= 1.05 else "NOT met") + ")"
+    print(f"ratios.{k} = {v:.2f}" + ("  (target <= 1.05: " + ("met" if v <= 1.05 else "NOT met") + ")"
                                   if k == "peer_sync_on_vs_off" else ""))
 print(f"written to {out}")
 PY
