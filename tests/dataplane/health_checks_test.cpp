@@ -59,13 +59,14 @@ bool private_namespace() {
   return unshare(CLONE_NEWNET) == 0;
 }
 
-std::string profile(const std::string& tap) {
+std::string profile(const std::string& tap, unsigned n = kBackends,
+                    const std::string& health = "{interval_ms: 100, timeout_ms: 60, rise: 2, fall: 3}") {
   std::string backends;
-  for (unsigned i = 0; i < kBackends; ++i) {
-    const MacAddress m = backend_mac(i);
+  for (unsigned i = 0; i < n; ++i) {
+    const MacAddress m = i < kBackends ? backend_mac(i) : MacAddress{0x02, 0, 0, 0x98, std::uint8_t(i >> 8), std::uint8_t(i)};
     char line[160];
-    std::snprintf(line, sizeof line, "  - {name: b%u, mac: \"%02x:%02x:%02x:%02x:%02x:%02x\", ipv4: 10.99.2.%u}\n", i,
-                  m[0], m[1], m[2], m[3], m[4], m[5], 10 + i);
+    std::snprintf(line, sizeof line, "  - {name: b%u, mac: \"%02x:%02x:%02x:%02x:%02x:%02x\"}\n", i, m[0], m[1],
+                  m[2], m[3], m[4], m[5]);
     backends += line;
   }
   return "ports:\n  - {name: wire, device: \"{DEVICE}\", rx_queues: 1, tx_queues: 2, rx_descriptors: 512, rss: false, "
@@ -75,7 +76,7 @@ std::string profile(const std::string& tap) {
          "steering: {quic_ports: [443]}\n"
          "services:\n  - {name: web, addresses: [10.99.1.1, \"fd99::1\"], udp_ports: [443]}\n"
          "backends:\n" + backends +
-         "health_checks: {interval_ms: 100, timeout_ms: 60, rise: 2, fall: 3}\n"
+         "health_checks: " + health + "\n"
          "action: {type: forward, tx_port: wire, delivery: {mode: l2}}\n"
          "polling: {idle_sleep_us: 20, idle_polls_before_sleep: 32}\n"
          "stats: {period_ms: 0}\n";
@@ -357,6 +358,55 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
       rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
     }
   }
+  EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
+}
+
+// 4,096 backends, two targets, a round a second: 8,192 probes a second
+// wanted, 2,000 allowed. The probes that leave stay within the budget
+// (and its burst of a tenth of a second), and every backend gets its turns.
+TEST(HealthChecks, FourThousandBackendsStayWithinTheProbeBudget) {
+  if (!private_namespace()) GTEST_SKIP() << "needs root, /dev/net/tun and a network namespace";
+  RingPort port(1, 4096, 2, 16384);
+  const std::string tap = "qshb" + std::to_string(getpid() % 100000);
+  Scenario sc(profile(tap, 4096, "{interval_ms: 1000, timeout_ms: 500, probes_per_s: 2000}"), port);
+  Dataplane& dp = sc.dataplane();
+  run_ip("link set " + tap + " up");
+  run_ip("addr add 10.99.0.2/24 dev " + tap);
+  run_ip("-6 addr add fd99::2/64 dev " + tap + " nodad");
+  dp.launch();
+  std::uint64_t probes = 0;
+  std::set<std::uint16_t> probed;  // by the last two octets of the backend's MAC
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::seconds(3)) {
+    void* obj = nullptr;
+    while (rte_ring_dequeue(port.tx(1), &obj) == 0) {
+      auto* m = static_cast<rte_mbuf*>(obj);
+      tsan_acquire(m);
+      const auto* f = rte_pktmbuf_mtod(m, const std::uint8_t*);
+      if (rte_pktmbuf_data_len(m) == 14 + 20 + 8 + kProbeUdpPayload || rte_pktmbuf_data_len(m) == 14 + 40 + 8 + kProbeUdpPayload) {
+        ++probes;
+        probed.insert(std::uint16_t(f[4] << 8 | f[5]));
+      }
+      rte_pktmbuf_free(m);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  dp.stop();
+  const StatsSnapshot s = dp.snapshot();
+  std::printf("  %llu probes in %.2f s (%.0f a second; budget 2000), %zu backends probed, %llu rounds deferred\n",
+              static_cast<unsigned long long>(probes), elapsed, double(probes) / elapsed, probed.size(),
+              static_cast<unsigned long long>(s.health_checks[0].rounds_deferred));
+  EXPECT_LE(double(probes), 2000.0 * elapsed + 200 + 2) << "within probes_per_s and its burst";
+  EXPECT_GE(probes, 2000u) << "the budget is used";
+  EXPECT_GT(s.health_checks[0].rounds_deferred, 0u) << "over budget: rounds go late, counted";
+  EXPECT_GE(probed.size(), 1000u) << "rounds go round the backends";
+  void* m = nullptr;
+  for (unsigned q = 0; q < port.tx_count(); ++q)
+    while (rte_ring_dequeue(port.tx(q), &m) == 0) {
+      tsan_acquire(m);
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    }
   EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
 }
 
