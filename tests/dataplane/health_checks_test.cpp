@@ -28,6 +28,7 @@
 
 #include "dataplane/fastpath/health_probe.h"
 #include "dataplane/fastpath/tsan.h"
+#include "tests/dataplane/ring_port_frames.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/traffic/frame.h"
 
@@ -82,21 +83,7 @@ std::string profile(const std::string& tap, unsigned n = kBackends,
          "stats: {period_ms: 0}\n";
 }
 
-MacAddress mac_of_port(std::uint16_t port_id) {
-  rte_ether_addr a{};
-  rte_eth_macaddr_get(port_id, &a);
-  MacAddress m;
-  std::memcpy(m.data(), a.addr_bytes, 6);
-  return m;
-}
 
-void inject(Dataplane& dp, RingPort& port, const Frame& f) {
-  bool segmented = false;
-  rte_mbuf* m = frame_to_mbuf(dp.pool(), f, 0, segmented);
-  ASSERT_NE(m, nullptr);
-  tsan_release(m);  // the test plays the NIC (tsan.h)
-  while (rte_ring_enqueue(port.rx(0), m) != 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
 
 IpAddress address(bool v6, const std::uint8_t* bytes) {
   IpAddress a;
@@ -351,13 +338,7 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   EXPECT_GE(h.hash_rebuilds, 3u) << "down, up, and the rest down";
   EXPECT_EQ(s.drops_total[std::size_t(DropReason::kProbeRingFull)], 0u);
   fleet.poll();
-  for (unsigned q = 0; q < port.tx_count(); ++q) {
-    void* m = nullptr;
-    while (rte_ring_dequeue(port.tx(q), &m) == 0) {
-      tsan_acquire(m);
-      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    }
-  }
+  drain_tx(port);
   EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
 }
 
@@ -401,12 +382,7 @@ TEST(HealthChecks, FourThousandBackendsStayWithinTheProbeBudget) {
   EXPECT_GE(probes, 2000u) << "the budget is used";
   EXPECT_GT(s.health_checks[0].rounds_deferred, 0u) << "over budget: rounds go late, counted";
   EXPECT_GE(probed.size(), 1000u) << "rounds go round the backends";
-  void* m = nullptr;
-  for (unsigned q = 0; q < port.tx_count(); ++q)
-    while (rte_ring_dequeue(port.tx(q), &m) == 0) {
-      tsan_acquire(m);
-      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    }
+  drain_tx(port);
   EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
 }
 

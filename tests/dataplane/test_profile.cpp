@@ -1506,15 +1506,23 @@ TEST(ShippedProfiles, DemoSpellsOutEveryKey) {
 // the optional keys of action.delivery that it leaves commented.
 std::string demo_text() { return read_text(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml"); }
 
-TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
+// The commented example of a top-level `key` in demo.yaml, uncommented:
+// from its "# key:" line to the first line that is no comment (or that
+// starts with `stop`).
+std::string demo_example(const std::string& key, const std::string& stop = "") {
   std::istringstream demo(demo_text());
   std::string line, example;
   bool inside = false;
   while (std::getline(demo, line)) {
-    if (line == "# backends:") inside = true;
-    if (inside && (line.rfind("#", 0) != 0 || line.rfind("# A reload", 0) == 0)) break;
+    if (line == "# " + key + ":") inside = true;
+    if (inside && (line.rfind("#", 0) != 0 || (!stop.empty() && line.rfind(stop, 0) == 0))) break;
     if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
   }
+  return example;
+}
+
+TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
+  const std::string example = demo_example("backends", "# A reload");
   ASSERT_FALSE(example.empty()) << "no '# backends:' example in demo.yaml";
   const std::string yaml = kPorts + kLcores + kSink +
                            "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\n" + example;
@@ -1531,14 +1539,7 @@ TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
 }
 
 TEST(ShippedProfiles, DemoPeerSyncExampleLoadsAndSpellsOutEveryKey) {
-  std::istringstream demo(demo_text());
-  std::string line, example;
-  bool inside = false;
-  while (std::getline(demo, line)) {
-    if (line == "# peer_sync:") inside = true;
-    if (inside && line.rfind("#", 0) != 0) break;
-    if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
-  }
+  std::string example = demo_example("peer_sync");
   ASSERT_FALSE(example.empty()) << "no '# peer_sync:' example in demo.yaml";
   const auto key = example.find("<64 hex digits>");
   ASSERT_NE(key, std::string::npos);
@@ -1555,14 +1556,7 @@ TEST(ShippedProfiles, DemoPeerSyncExampleLoadsAndSpellsOutEveryKey) {
 }
 
 TEST(ShippedProfiles, DemoHealthChecksExampleLoadsAndSpellsOutEveryKey) {
-  std::istringstream demo(demo_text());
-  std::string line, example;
-  bool inside = false;
-  while (std::getline(demo, line)) {
-    if (line == "# health_checks:") inside = true;
-    if (inside && line.rfind("#", 0) != 0) break;
-    if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
-  }
+  const std::string example = demo_example("health_checks");
   ASSERT_FALSE(example.empty()) << "no '# health_checks:' example in demo.yaml";
   const std::string yaml =
       "ports:\n  - {name: wire, device: net_null0, tx_queues: 2, tap: qs0}\n"
