@@ -281,6 +281,24 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   EXPECT_EQ(fleet.connections[2], 0u) << "no new connection went to the dead backend";
   EXPECT_GT(fleet.connections[0] + fleet.connections[1] + fleet.connections[3], 150u);
 
+  // An operator's reload while b2 is down (b3 set draining): the hash
+  // takes both, health and the operator's state, and b2's health stays.
+  {
+    Profile next = dp.profile();
+    next.steering.backends[3].state = BackendState::kDraining;
+    const Dataplane::SteeringReload r = dp.reload_steering(next);
+    ASSERT_TRUE(r.applied) << r.message;
+    EXPECT_EQ(dp.health_down(), std::vector<std::string>{"b2"});
+    fleet.connections.clear();
+    fleet.connect(200, 25000);
+    fleet.run_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(fleet.connections[2], 0u) << "still no new connection to the dead backend after a reload";
+    EXPECT_EQ(fleet.connections[3], 0u) << "nor to the draining one";
+    EXPECT_EQ(fleet.connections[0] + fleet.connections[1], 200u);
+    next.steering.backends[3].state = BackendState::kActive;
+    ASSERT_TRUE(dp.reload_steering(next).applied);
+  }
+
   // Forgeries for b2: answers from another address, to its probes; and
   // answers from the service address with guessed CIDs. b2 stays down.
   const std::uint64_t unmatched_before = dp.snapshot().health_checks[0].answers_unmatched;
