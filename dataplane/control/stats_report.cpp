@@ -146,8 +146,13 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
                  too_big);
     if (!now.health_checks.empty())
       std::fprintf(out, " health down %u%s%s ", unhealthy, unhealthy_names.c_str(), unhealthy > 4 ? " ..." : "");
-    for (std::size_t i = 0; i < rates.size() && i < 4; ++i)
-      std::fprintf(out, " %s %s", rates[i].second->name.c_str(), format_rate(rates[i].first).c_str());
+    for (std::size_t i = 0; i < rates.size() && i < 4; ++i) {
+      const BackendSnapshot& b = *rates[i].second;
+      std::fprintf(out, " %s %s", b.name.c_str(), format_rate(rates[i].first).c_str());
+      // With health checks, each shown backend's health and last probe RTT.
+      if (!now.health_checks.empty())
+        std::fprintf(out, " (%s, rtt %" PRIu64 " us)", b.health.c_str(), b.probe_rtt_us);
+    }
     std::fprintf(out, "\n");
   }
   for (std::size_t i = 0; i < now.ports.size(); ++i) {

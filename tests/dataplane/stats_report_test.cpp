@@ -53,6 +53,31 @@ TEST(StatsTable, RealQuicRatesDoNotReadZero) {
   EXPECT_EQ(out.find("0.000"), std::string::npos) << out;
 }
 
+// With health checks the live table names the backends down by health,
+// and the health and last probe RTT of each backend it shows.
+TEST(StatsTable, BackendsShowTheirHealth) {
+  StatsSnapshot prev = three_lcores();
+  BackendSnapshot a, b;
+  a.name = "srv-a";
+  a.state = "active";
+  a.health = "up";
+  a.probe_rtt_us = 412;
+  b.name = "srv-b";
+  b.state = "active";
+  b.health = "down";
+  prev.backends = {a, b};
+  StatsSnapshot now = prev;
+  now.elapsed_s = 2.0;
+  now.backends[0].packets = 1000;
+  now.health_checks.push_back(HealthChecksSnapshot{});
+  const std::string out = capture([&](std::FILE* f) { print_stats_table(f, now, prev); });
+  EXPECT_NE(out.find("health down 1 srv-b"), std::string::npos) << out;
+  EXPECT_NE(out.find("srv-a 1.000 kpps (up, rtt 412 us)"), std::string::npos) << out;
+  now.health_checks.clear();
+  const std::string without = capture([&](std::FILE* f) { print_stats_table(f, now, prev); });
+  EXPECT_EQ(without.find("health"), std::string::npos) << "no health words without health checks: " << without;
+}
+
 TEST(Summary, NoMigrationsNamesNoLcore) {
   const StatsSnapshot s = three_lcores();
   const std::string out = capture([&](std::FILE* f) { print_summary(f, s, 0); });
