@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""Checks for the backend health-check test (tests/realquic/health_test.sh)
+and scripts/bench.sh health, on the fleet of tests/realquic/fleet_topology.sh
+(server N: segment MAC 02:00:00:78:02:1N, backend srvN). Each subcommand
+prints what it found and exits 1 when an assertion fails.
+
+  metrics   PORT [--want srvN=0|1,...] [--forged-min N] [--timeout S]
+      quicsteer's /metrics on 127.0.0.1:PORT (run it in quicsteer's
+      namespace), scraped until every backend's health is what --want says
+      and the forged answers counted reach --forged-min (at most --timeout
+      seconds: the text is published once per stats period); prints each
+      backend's health and probe RTT and the health-check totals.
+  healthz   PORT --want CODE [--reason TEXT] [--timeout S]
+      /healthz until it answers CODE (and its body holds TEXT).
+  placement WORK TAG --since NS [--until NS] --profile FILE --cid-tool PATH
+            --expect all-up|avoided|back [--victim N] [--probe-port P]
+      Where the connections whose first Initial reached a server
+      (WORK/TAG-srvN.pcap, l2 delivery) between --since and --until went,
+      against where the whole fleet's hash sends them (quicsteer-cid classify
+      --profile FILE: the profile lists every backend active). all-up: every
+      one reached the server the hash names. avoided (server --victim marked
+      down): none reached the victim, and the probes kept reaching it. back
+      (the victim up again): every one reached the server the hash names.
+      Exit 3 (not 1) when nothing is wrong but no connection of the window
+      hashes to the victim, so that the caller can try another batch.
+  summary   WORK TAG [--forged-min N] [--health srvN=up|down,...]
+      quicsteer's end-of-run JSON (WORK/TAG-quicsteer.json): per backend its
+      health and probe counters, the health-check totals; no leaked mbuf,
+      nothing deferred over the budget, every backend probed and answered.
+  probe-traffic PCAP --probe-port P --seconds S
+      What a capture on a server's segment interface (both directions) saw
+      of the health checks: probes in, answers out, per second, in octets
+      on the wire.
+  first-elsewhere WORK TAG --victim N --since NS --profile FILE --cid-tool PATH
+      The time (ns, CLOCK_REALTIME like the captures) of the first
+      connection attempt after --since that the whole fleet's hash sends to
+      the victim and that reached another server; nothing printed (exit 1)
+      when there is none.
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from realquic_check import pcap_records  # noqa: E402
+
+NSERVERS = 4
+
+
+def srv_mac(n):
+    return bytes.fromhex(f"0200007802{0x10 + n:02x}")
+
+
+# ---- /metrics and /healthz
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(port):
+    """[(name, {label: value}, value)] of /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if m:
+            out.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))))
+    return out
+
+
+def health_view(samples):
+    """(health per backend, probe RTT in us per backend, forged answers,
+    other health-check totals) from the samples."""
+    health, rtt, totals = {}, {}, {}
+    forged = 0
+    for name, labels, v in samples:
+        if name == "quicsteer_backend_health":
+            health[labels.get("backend")] = int(v)
+        elif name == "quicsteer_backend_probe_rtt_seconds":
+            rtt[labels.get("backend")] = v * 1e6
+        elif name.startswith("quicsteer_health") or name.startswith("quicsteer_backend_probe"):
+            key = name + ("{" + ",".join(f"{k}={x}" for k, x in sorted(labels.items())) + "}" if labels else "")
+            totals[key] = totals.get(key, 0) + v
+            if "forged" in name or labels.get("result") == "forged" or labels.get("reason") == "forged":
+                forged += int(v)
+    return health, rtt, forged, totals
+
+
+def cmd_metrics(a):
+    want = dict(kv.split("=") for kv in a.want.split(",")) if a.want else {}
+    deadline = time.monotonic() + a.timeout
+    health = rtt = totals = None
+    forged = 0
+    while True:
+        try:
+            health, rtt, forged, totals = health_view(scrape(a.port))
+        except (OSError, urllib.error.URLError) as e:
+            health, rtt, forged, totals = {}, {}, 0, {"scrape failed": str(e)}
+        ok = all(health.get(b) == int(v) for b, v in want.items()) and forged >= a.forged_min
+        if ok or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    print("  metrics: health " + " ".join(f"{b}={health[b]}" for b in sorted(health)) +
+          "; probe RTT " + " ".join(f"{b}={rtt[b]:.0f}us" for b in sorted(rtt)) + f"; answers forged {forged}")
+    probe_totals = {k: v for k, v in totals.items() if not k.startswith("quicsteer_backend_probe_rtt")}
+    if probe_totals:
+        print("  metrics: " + ", ".join(f"{k} {v:g}" for k, v in sorted(probe_totals.items())))
+    failures = []
+    for b, v in want.items():
+        if health.get(b) != int(v):
+            failures.append(f"quicsteer_backend_health{{backend=\"{b}\"}} is {health.get(b)}, want {v}")
+    if forged < a.forged_min:
+        failures.append(f"{forged} forged answers counted, want at least {a.forged_min}")
+    if want and a.rtt:
+        for b, v in want.items():
+            if int(v) == 1 and not rtt.get(b, 0) > 0:
+                failures.append(f"backend {b} is up with no probe RTT ({rtt.get(b)})")
+    return report("metrics", failures)
+
+
+def cmd_healthz(a):
+    deadline = time.monotonic() + a.timeout
+    while True:
+        try:
+            r = urllib.request.urlopen(f"http://127.0.0.1:{a.port}/healthz", timeout=5)
+            code, body = r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            code, body = e.code, e.read().decode(errors="replace")
+        except OSError as e:
+            code, body = None, str(e)
+        ok = code == a.want and (a.reason is None or a.reason in body)
+        if ok or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    print(f"  healthz: {code} {body.strip()!r}")
+    failures = []
+    if code != a.want:
+        failures.append(f"/healthz answered {code}, want {a.want}")
+    elif a.reason is not None and a.reason not in body:
+        failures.append(f"/healthz says {body.strip()!r}, want {a.reason!r} in it")
+    return report("healthz", failures)
+
+
+# ---- captures in front of the servers
+
+def l2_udp(frame):
+    """(src, dst, sport, dport, payload) of an Ethernet/IP/UDP frame (text
+    addresses), or None."""
+    if len(frame) < 14:
+        return None
+    et = struct.unpack("!H", frame[12:14])[0]
+    if et == 0x0800 and len(frame) >= 34 and frame[23] == 17:
+        u = 14 + (frame[14] & 15) * 4
+        src, dst = socket.inet_ntoa(frame[26:30]), socket.inet_ntoa(frame[30:34])
+    elif et == 0x86DD and len(frame) >= 62 and frame[20] == 17:
+        u = 54
+        src = socket.inet_ntop(socket.AF_INET6, frame[22:38])
+        dst = socket.inet_ntop(socket.AF_INET6, frame[38:54])
+    else:
+        return None
+    if len(frame) < u + 8:
+        return None
+    sport, dport = struct.unpack("!HH", frame[u:u + 4])
+    return src, dst, sport, dport, frame[u + 8:]
+
+
+def classify(cid_tool, profile, pcap):
+    """frame number (from 1) -> the backend quicsteer-cid classify names."""
+    out = subprocess.run([cid_tool, "classify", "--profile", profile, pcap], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"health_check: quicsteer-cid classify {pcap} failed: {out.stderr.strip()}")
+    rows = csv.DictReader(io.StringIO(out.stdout))
+    return {int(r["frame"]): r["backend"] for r in rows}
+
+
+def attempts(work, tag, profile, cid_tool, probe_port):
+    """Each connection attempt whose first Initial reached a server: key ->
+    (time s, server reached, backend the whole fleet's hash names), and per
+    server the probe times. A connection is the client's SCID, or, for an
+    Initial without one (health_probe.py initials), its client port and
+    DCID; its first Initial is the earliest long header of type 0 from the
+    client with that key (a client's later Initials carry the server's CID
+    as DCID but the same SCID)."""
+    first, probes = {}, [[] for _ in range(NSERVERS)]
+    for n in range(NSERVERS):
+        path = os.path.join(work, f"{tag}-srv{n}.pcap")
+        if not os.path.exists(path):
+            continue
+        picks = None
+        for i, (ts, f) in enumerate(pcap_records(path), 1):
+            if f[0:6] != srv_mac(n):
+                continue
+            q = l2_udp(f)
+            if not q or q[3] != 443:
+                continue
+            src, _, sport, _, p = q
+            if sport == probe_port:
+                probes[n].append(ts)
+                continue
+            if len(p) < 7 or not p[0] & 0x80 or (p[0] >> 4) & 3 != 0 or p[1:5] != b"\0\0\0\1":
+                continue
+            dl = p[5]
+            dcid = p[6:6 + dl].hex()
+            sl = p[6 + dl] if len(p) > 6 + dl else 0
+            scid = p[7 + dl:7 + dl + sl].hex()
+            key = scid or f"{src}:{sport}/{dcid}"
+            if key in first and first[key][0] <= ts:
+                continue
+            if picks is None:
+                picks = classify(cid_tool, profile, path)
+            first[key] = (ts, n, picks.get(i, "?"))
+    return first, probes
+
+
+def cmd_placement(a):
+    failures = []
+    first, probes = attempts(a.work, a.tag, a.profile, a.cid_tool, a.probe_port)
+    since, until = a.since / 1e9, (a.until / 1e9 if a.until else float("inf"))
+    conns = [(ts, n, pick) for ts, n, pick in first.values() if since <= ts <= until]
+    victim = f"srv{a.victim}" if a.victim is not None else None
+    per = [0] * NSERVERS
+    elsewhere, hashed_victim, at_victim = [], 0, 0
+    for ts, n, pick in conns:
+        per[n] += 1
+        if pick != f"srv{n}":
+            elsewhere.append((pick, n))
+        if victim and pick == victim:
+            hashed_victim += 1
+        if victim and n == a.victim:
+            at_victim += 1
+    moved = {}
+    for pick, n in elsewhere:
+        moved[f"{pick}->srv{n}"] = moved.get(f"{pick}->srv{n}", 0) + 1
+    print(f"  {a.tag}: {len(conns)} connections, per server {per}; the whole fleet's hash names "
+          f"{hashed_victim} of them for {victim}; {len(elsewhere)} reached another server than it names "
+          f"{dict(sorted(moved.items())) if moved else ''}")
+    if not conns:
+        failures.append("no connection reached a server")
+    if a.expect in ("all-up", "back"):
+        if elsewhere:
+            failures.append(f"{len(elsewhere)} connections reached another server than the hash names "
+                            f"(the fleet is not whole): {dict(sorted(moved.items()))}")
+    if a.expect == "avoided":
+        if at_victim:
+            failures.append(f"{at_victim} new connections reached {victim}, which is marked down")
+        wrong = [m for m in moved if not m.startswith(f"{victim}->")]
+        if wrong:
+            # Maglev moves a few others' slots when a backend leaves (README:
+            # about 1/N): printed, not a failure
+            print(f"  {a.tag}: note: connections the hash names for a live backend reached another one: "
+                  f"{', '.join(wrong)}")
+        late = [ts for ts in probes[a.victim] if ts >= since]
+        print(f"  {a.tag}: {len(late)} probes reached {victim} in the window (a down backend is still probed)")
+        if not late:
+            failures.append(f"no probe reached {victim} after it was marked down: it could never come back")
+    if failures:
+        return report(a.tag, failures)
+    if victim and hashed_victim == 0:
+        print(f"  {a.tag}: inconclusive: no connection of the window hashes to {victim}")
+        return 3
+    return 0
+
+
+def cmd_first_elsewhere(a):
+    first, _ = attempts(a.work, a.tag, a.profile, a.cid_tool, a.probe_port)
+    since = a.since / 1e9
+    hits = sorted(ts for ts, n, pick in first.values()
+                  if ts >= since and pick == f"srv{a.victim}" and n != a.victim)
+    if not hits:
+        return 1
+    print(int(hits[0] * 1e9))
+    return 0
+
+
+def cmd_probe_traffic(a):
+    probes = answers = probe_octets = answer_octets = 0
+    t = []
+    for ts, f, orig in pcap_records(a.pcap, with_length=True):
+        q = l2_udp(f)
+        if not q:
+            continue
+        _, _, sport, dport, _ = q
+        if sport == a.probe_port:
+            probes += 1
+            probe_octets += orig
+            t.append(ts)
+        elif dport == a.probe_port:
+            answers += 1
+            answer_octets += orig
+    s = a.seconds
+    doc = {"probes_per_s": probes / s, "probe_octets_per_s": probe_octets / s, "answers_per_s": answers / s,
+           "answer_octets_per_s": answer_octets / s, "probe_frame_octets": probe_octets / probes if probes else 0,
+           "answer_frame_octets": answer_octets / answers if answers else 0, "seconds": s}
+    print(json.dumps(doc))
+    return 0 if probes else 1
+
+
+# ---- the end-of-run JSON
+
+def cmd_summary(a):
+    failures = []
+    stats = json.load(open(os.path.join(a.work, f"{a.tag}-quicsteer.json")))
+    backends = stats.get("backends", [])
+    keys = ("health", "probe_rtt_us", "probes_sent", "probes_answered", "probes_failed")
+    for b in backends:
+        print(f"  {a.tag}: backend {b['name']}: " + ", ".join(f"{k} {b.get(k)}" for k in keys) +
+              "".join(f", {k} {v}" for k, v in sorted(b.items()) if k.startswith("probe") and k not in keys))
+        if not b.get("probes_sent"):
+            failures.append(f"backend {b['name']}: no probe sent")
+        if not b.get("probes_answered"):
+            failures.append(f"backend {b['name']}: no probe answered")
+    hc = stats.get("health_checks")
+    print(f"  {a.tag}: health_checks {json.dumps(hc)}")
+    if hc is None:
+        failures.append("no health_checks section in the statistics")
+        hc = {}
+    if hc.get("probes_deferred", 0):
+        failures.append(f"{hc.get('probes_deferred')} probes deferred over the budget")
+    if hc.get("answers_forged", 0) < a.forged_min:
+        failures.append(f"{hc.get('answers_forged')} forged answers counted, want at least {a.forged_min}")
+    if a.health:
+        for kv in a.health.split(","):
+            name, want = kv.split("=")
+            got = next((b.get("health") for b in backends if b["name"] == name), None)
+            if got != want:
+                failures.append(f"backend {name}: health {got} at the end, want {want}")
+    if not stats["mbufs"]["ok"]:
+        failures.append("mbuf leak")
+    return report(a.tag, failures)
+
+
+def report(name, failures):
+    for f in failures:
+        print(f"  {name}: FAILED: {f}")
+    return 1 if failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("metrics")
+    m.add_argument("port", type=int)
+    m.add_argument("--want", default="")
+    m.add_argument("--forged-min", type=int, default=0)
+    m.add_argument("--timeout", type=float, default=3.0)
+    m.add_argument("--rtt", action="store_true", help="every backend wanted up has a probe RTT above 0")
+    h = sub.add_parser("healthz")
+    h.add_argument("port", type=int)
+    h.add_argument("--want", type=int, required=True)
+    h.add_argument("--reason")
+    h.add_argument("--timeout", type=float, default=3.0)
+    for name in ("placement", "first-elsewhere"):
+        p = sub.add_parser(name)
+        p.add_argument("work")
+        p.add_argument("tag")
+        p.add_argument("--since", type=int, required=True)
+        p.add_argument("--profile", required=True)
+        p.add_argument("--cid-tool", required=True)
+        p.add_argument("--probe-port", type=int, default=61000)
+        if name == "placement":
+            p.add_argument("--until", type=int)
+            p.add_argument("--victim", type=int)
+            p.add_argument("--expect", choices=["all-up", "avoided", "back"], required=True)
+        else:
+            p.add_argument("--victim", type=int, required=True)
+    s = sub.add_parser("summary")
+    s.add_argument("work")
+    s.add_argument("tag")
+    s.add_argument("--forged-min", type=int, default=0)
+    s.add_argument("--health")
+    t = sub.add_parser("probe-traffic")
+    t.add_argument("pcap")
+    t.add_argument("--probe-port", type=int, default=61000)
+    t.add_argument("--seconds", type=float, required=True)
+    a = ap.parse_args()
+    return globals()["cmd_" + a.cmd.replace("-", "_")](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
