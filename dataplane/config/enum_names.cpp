@@ -1,6 +1,7 @@
 // The profile's spelling of each setting, from the tables the decoder reads
 // them by (enum_names.h).
 #include "dataplane/config/enum_names.h"
+#include "dataplane/config/yaml_reader.h"
 
 namespace qs {
 
@@ -15,4 +16,18 @@ namespace config {
 const char* steering_mode_name(SteeringMode mode) { return spelling_of(kSteeringModeSpellings, mode); }
 
 }  // namespace config
+}  // namespace qs
+
+namespace qs {
+
+std::string health_target_text(const HealthTarget& t) {
+  std::string text;
+  if (t.ipv6) {
+    text.append("[").append(config::format_ipv6(t.address)).append("]");
+  } else {
+    text = config::format_ipv4({t.address[0], t.address[1], t.address[2], t.address[3]});
+  }
+  return text.append(":").append(std::to_string(t.udp_port));
+}
+
 }  // namespace qs

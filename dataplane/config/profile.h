@@ -118,6 +118,33 @@ struct PeerSyncConfig {
   std::uint32_t ring_size = 4096;          // per receiving lcore: learned entries waiting for the sync thread
 };
 
+// Backend health checks (issue 39; dataplane/runtime/health_checks.h): off
+// unless the profile has `health_checks`. Each backend is probed through its
+// own delivery with a QUIC packet of a reserved version, which any QUIC
+// server answers with Version Negotiation.
+struct HealthTarget {
+  bool ipv6 = false;
+  std::array<std::uint8_t, 16> address{};  // IPv4 in the first 4 octets
+  std::uint16_t udp_port = 0;
+};
+inline constexpr std::size_t kMaxHealthTargets = 8;
+// "10.0.0.1:443" or "[2001:db8::1]:443", as the profile spells a target.
+std::string health_target_text(const HealthTarget& t);
+struct HealthChecksConfig {
+  bool enabled = false;
+  std::uint32_t interval_ms = 1000;  // each backend is probed once per interval
+  std::uint32_t timeout_ms = 500;    // a probe unanswered this long failed
+  std::uint32_t rise = 2;            // answered probe rounds in a row that mark a down backend up
+  std::uint32_t fall = 3;            // failed probe rounds in a row that mark an up backend down
+  std::uint32_t probes_per_s = 10000;  // every backend and target together
+  std::uint16_t probe_udp_port = 61000;  // the probes' source port: answers come back to it
+  // The service addresses each probe asks for; a round passes when every
+  // one answered. The loader fills the default (the first service's first
+  // address of each family, its first UDP port).
+  std::vector<HealthTarget> targets;
+  int tap_port = -1;  // index into Profile::ports: the port whose TAP's address is the probes' source
+};
+
 struct BackpressureConfig {
   BackpressurePolicy policy = BackpressurePolicy::kPark;
   // Ring occupancy that stops hand-off, and occupancy at or below which parked
@@ -186,6 +213,7 @@ struct Profile {
   BackpressureConfig backpressure;
   ExceptionPathConfig exception_path;
   PeerSyncConfig peer_sync;
+  HealthChecksConfig health_checks;
   ActionConfig action;
   PollingConfig polling;
   StatsConfig stats;

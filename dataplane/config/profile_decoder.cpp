@@ -3,6 +3,8 @@
 // polled once, TX queues per owner, frames that fit the mbufs, ...).
 #include "dataplane/config/profile_decoder.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -153,7 +155,7 @@ class ProfileDecoder {
   void decode(const YAML::Node& root_node) {
     const MapReader root(d_, Field{root_node, root_node.Mark(), ""},
                          {"eal", "ports", "mempool", "lcores", "rings", "steering", "backends", "services",
-                          "exception_path", "peer_sync", "backpressure", "action", "polling", "stats", "telemetry",
+                          "exception_path", "peer_sync", "health_checks", "backpressure", "action", "polling", "stats", "telemetry",
                           "drain", "duration_s"});
     if (auto f = root.get("eal")) {
       for (const Field& arg : d_.list(*f)) p_.eal.push_back(d_.text(arg));
@@ -175,6 +177,8 @@ class ProfileDecoder {
     if (auto f = root.get("peer_sync")) decode_peer_sync(*f);
     decode_backpressure(root.get("backpressure"));
     decode_action(root, root.get("action"));
+    // After the action: the probes leave by its TX port.
+    if (auto f = root.get("health_checks")) decode_health_checks(*f);
     if (auto f = root.get("polling")) decode_polling(*f);
     if (auto f = root.get("stats")) decode_stats(*f);
     if (auto f = root.get("telemetry")) decode_telemetry(*f);
@@ -711,6 +715,101 @@ class ProfileDecoder {
     parse_listen_address(text, a);
     if (a.port == 0) d_.fail(f, "needs a port (1..65535), got '" + text + "'");
     return a;
+  }
+
+  // Health checks probe backends through their delivery, from the address
+  // of a port's TAP, to the services' addresses: they need all three, and a
+  // TX queue of the action's port after the owners' (the exception path's).
+  void decode_health_checks(const Field& f) {
+    HealthChecksConfig& x = p_.health_checks;
+    const MapReader m(d_, f, {"interval_ms", "timeout_ms", "rise", "fall", "probes_per_s", "probe_udp_port",
+                              "targets", "tap_port"});
+    x.enabled = true;
+    if (auto v = m.get("interval_ms")) x.interval_ms = d_.integer<std::uint32_t>(*v, 10, 60000);
+    if (auto v = m.get("timeout_ms")) x.timeout_ms = d_.integer<std::uint32_t>(*v, 1, 60000);
+    if (x.timeout_ms >= x.interval_ms)
+      d_.fail(field_or(m, "timeout_ms"), "must be below interval_ms (" + std::to_string(x.interval_ms) +
+                                             "): a probe is judged before the next one leaves");
+    if (auto v = m.get("rise")) x.rise = d_.integer<std::uint32_t>(*v, 1, 100);
+    if (auto v = m.get("fall")) x.fall = d_.integer<std::uint32_t>(*v, 1, 100);
+    if (auto v = m.get("probes_per_s")) x.probes_per_s = d_.integer<std::uint32_t>(*v, 1, 1000000);
+    if (auto v = m.get("probe_udp_port")) x.probe_udp_port = d_.integer<std::uint16_t>(*v, 1, 65535);
+    if (p_.action.type != OwnerAction::kForward || p_.steering.backends.empty())
+      d_.fail(f, "probes backends: needs action.type forward and a backends list");
+    if (p_.action.delivery.mode == DeliveryMode::kAsIs)
+      d_.fail(f, "probes go by each backend's delivery: action.delivery.mode as-is names none (l2, ipip or vxlan)");
+    if (p_.steering.services.empty())
+      d_.fail(f, "probes ask for a service's address: the profile lists no services");
+    if (auto v = m.get("tap_port")) {
+      const std::string name = d_.text(*v);
+      x.tap_port = p_.port_index(name);
+      if (x.tap_port < 0) d_.fail(*v, "unknown port '" + name + "' (ports: " + list_names(p_.ports) + ")");
+      if (p_.ports[std::size_t(x.tap_port)].tap.empty())
+        d_.fail(*v, "port '" + name + "' has no tap: the probes' source is its TAP's address");
+    } else {
+      for (std::size_t i = 0; i < p_.ports.size() && x.tap_port < 0; ++i)
+        if (!p_.ports[i].tap.empty()) x.tap_port = int(i);
+      if (x.tap_port < 0)
+        d_.fail(f, "probes leave from the appliance's own address, a TAP's: no port has a tap (ports[].tap)");
+    }
+    if (auto v = m.get("targets")) {
+      for (const Field& item : d_.list(*v)) {
+        const ListenAddress a = listen_address(item);
+        HealthTarget t;
+        t.ipv6 = a.ipv6;
+        t.udp_port = a.port;
+        inet_pton(a.ipv6 ? AF_INET6 : AF_INET, a.host.c_str(), t.address.data());
+        if (!service_has(t))
+          d_.fail(item, "is no service's address and UDP port: a probe asks for what clients reach");
+        for (const HealthTarget& o : x.targets)
+          if (o.ipv6 == t.ipv6 && o.address == t.address && o.udp_port == t.udp_port) d_.fail(item, "listed twice");
+        x.targets.push_back(t);
+      }
+      if (x.targets.empty()) d_.fail(*v, "at least one target is required (or leave targets out)");
+      if (x.targets.size() > kMaxHealthTargets)
+        d_.fail(*v, "at most " + std::to_string(kMaxHealthTargets) + " targets (every round probes each)");
+    } else {
+      const ServiceConfig& s = p_.steering.services.front();
+      if (!s.ipv4.empty()) {
+        HealthTarget t;
+        std::copy(s.ipv4.front().begin(), s.ipv4.front().end(), t.address.begin());
+        t.udp_port = s.udp_ports.front();
+        x.targets.push_back(t);
+      }
+      if (!s.ipv6.empty()) {
+        HealthTarget t;
+        t.ipv6 = true;
+        t.address = s.ipv6.front();
+        t.udp_port = s.udp_ports.front();
+        x.targets.push_back(t);
+      }
+    }
+    const std::size_t owners = p_.steering.owner_lcores.size();
+    const PortConfig& tx = p_.ports[std::size_t(p_.action.tx_port)];
+    if (tx.tx_queues < owners + 1)
+      d_.fail(field_or(port_maps_[std::size_t(p_.action.tx_port)], "tx_queues"),
+              "health_checks send their probes on the action's tx_port, on a TX queue after the " +
+                  std::to_string(owners) + " of the owners: at least " + std::to_string(owners + 1) + ", got " +
+                  std::to_string(tx.tx_queues));
+    const std::uint64_t per_s = std::uint64_t(p_.steering.backends.size()) * x.targets.size() * 1000 / x.interval_ms;
+    if (per_s > x.probes_per_s)
+      p_.warnings.push_back("health_checks: " + std::to_string(p_.steering.backends.size()) + " backends x " +
+                            std::to_string(x.targets.size()) + " targets every " + std::to_string(x.interval_ms) +
+                            " ms need " + std::to_string(per_s) + " probes/s, over probes_per_s (" +
+                            std::to_string(x.probes_per_s) + "): rounds come late (counted as probes_deferred)");
+  }
+
+  bool service_has(const HealthTarget& t) const {
+    for (const ServiceConfig& s : p_.steering.services) {
+      if (std::find(s.udp_ports.begin(), s.udp_ports.end(), t.udp_port) == s.udp_ports.end()) continue;
+      if (t.ipv6) {
+        if (std::find(s.ipv6.begin(), s.ipv6.end(), t.address) != s.ipv6.end()) return true;
+      } else {
+        for (const auto& a : s.ipv4)
+          if (std::equal(a.begin(), a.end(), t.address.begin())) return true;
+      }
+    }
+    return false;
   }
 
   // Peer sync shares what forwarding tables learn about backends: it needs

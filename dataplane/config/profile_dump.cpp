@@ -230,6 +230,22 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
     out << YAML::EndMap;
   }
 
+  if (p.health_checks.enabled) {
+    const HealthChecksConfig& x = p.health_checks;
+    out << YAML::Key << "health_checks" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "interval_ms" << YAML::Value << x.interval_ms;
+    out << YAML::Key << "timeout_ms" << YAML::Value << x.timeout_ms;
+    out << YAML::Key << "rise" << YAML::Value << x.rise;
+    out << YAML::Key << "fall" << YAML::Value << x.fall;
+    out << YAML::Key << "probes_per_s" << YAML::Value << x.probes_per_s;
+    out << YAML::Key << "probe_udp_port" << YAML::Value << x.probe_udp_port;
+    out << YAML::Key << "targets" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const HealthTarget& t : x.targets) out << YAML::DoubleQuoted << health_target_text(t);
+    out << YAML::EndSeq;
+    out << YAML::Key << "tap_port" << YAML::Value << p.ports[std::size_t(x.tap_port)].name;
+    out << YAML::EndMap;
+  }
+
   out << YAML::Key << "backpressure" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "policy" << YAML::Value << policy_name(p.backpressure.policy);
   out << YAML::Key << "high_watermark" << YAML::Value << p.backpressure.high_watermark;

@@ -229,6 +229,56 @@ inline constexpr ExceptionField kExceptionFields[] = {
      &ExceptionSnapshot::port_refused},
 };
 
+// Backend health (dataplane/runtime/health_checks.h), per backend, beside
+// its `health` word.
+using BackendHealthField = CounterField<BackendSnapshot>;
+inline constexpr const char* kProbeRoundsHelp =
+    "Health probe rounds (a probe to every target) by outcome: sent, answered by every target, failed (timeout).";
+inline constexpr BackendHealthField kBackendHealthFields[] = {
+    {"probe_rounds_sent", "backend_probe_rounds_total", "outcome=\"sent\"", CounterKind::kCounter, CounterUnit::kCount,
+     kProbeRoundsHelp, &BackendSnapshot::probe_rounds_sent},
+    {"probe_rounds_answered", "backend_probe_rounds_total", "outcome=\"answered\"", CounterKind::kCounter,
+     CounterUnit::kCount, kProbeRoundsHelp, &BackendSnapshot::probe_rounds_answered},
+    {"probe_rounds_failed", "backend_probe_rounds_total", "outcome=\"failed\"", CounterKind::kCounter,
+     CounterUnit::kCount, kProbeRoundsHelp, &BackendSnapshot::probe_rounds_failed},
+    {"probe_rtt_us", "backend_probe_rtt_seconds", "", CounterKind::kGauge, CounterUnit::kMicroseconds,
+     "The last answered probe round's round-trip time (its slowest target's), in microseconds.",
+     &BackendSnapshot::probe_rtt_us},
+};
+
+// Health checks in total.
+using HealthChecksField = CounterField<HealthChecksSnapshot>;
+inline constexpr const char* kHealthBackendsHelp = "Backends by what the health checks find (up, down, unchecked).";
+inline constexpr const char* kHealthAnswersHelp =
+    "Version Negotiations to the probe port: received from the receivers, matched to a probe out, unmatched "
+    "(forged, misrouted or late).";
+inline constexpr HealthChecksField kHealthChecksFields[] = {
+    {"backends_up", "health_backends", "health=\"up\"", CounterKind::kGauge, CounterUnit::kCount, kHealthBackendsHelp,
+     &HealthChecksSnapshot::backends_up},
+    {"backends_down", "health_backends", "health=\"down\"", CounterKind::kGauge, CounterUnit::kCount,
+     kHealthBackendsHelp, &HealthChecksSnapshot::backends_down},
+    {"backends_unchecked", "health_backends", "health=\"unchecked\"", CounterKind::kGauge, CounterUnit::kCount,
+     kHealthBackendsHelp, &HealthChecksSnapshot::backends_unchecked},
+    {"probes_sent", "health_probes_sent_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Health probes handed to the TX port's kernel queue.", &HealthChecksSnapshot::probes_sent},
+    {"probes_unsent", "health_probes_unsent_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Health probes not sent: no mbuf, no TAP address of the target's family yet, too big, or the ring to the port full.",
+     &HealthChecksSnapshot::probes_unsent},
+    {"probes_refused", "health_probes_refused_total", "", CounterKind::kCounter, CounterUnit::kPackets,
+     "Health probes the TX port's queue did not take (dropped; the round fails).", &HealthChecksSnapshot::probes_refused},
+    {"rounds_deferred", "health_rounds_deferred_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Probe rounds that came due with health_checks.probes_per_s spent: sent late.",
+     &HealthChecksSnapshot::rounds_deferred},
+    {"answers_received", "health_answers_total", "outcome=\"received\"", CounterKind::kCounter, CounterUnit::kPackets,
+     kHealthAnswersHelp, &HealthChecksSnapshot::answers_received},
+    {"answers_matched", "health_answers_total", "outcome=\"matched\"", CounterKind::kCounter, CounterUnit::kPackets,
+     kHealthAnswersHelp, &HealthChecksSnapshot::answers_matched},
+    {"answers_unmatched", "health_answers_total", "outcome=\"unmatched\"", CounterKind::kCounter,
+     CounterUnit::kPackets, kHealthAnswersHelp, &HealthChecksSnapshot::answers_unmatched},
+    {"hash_rebuilds", "health_hash_rebuilds_total", "", CounterKind::kCounter, CounterUnit::kCount,
+     "Backend hashes rebuilt because a backend went down or came back.", &HealthChecksSnapshot::hash_rebuilds},
+};
+
 // Peer sync (dataplane/runtime/peer_sync.h): the sync thread's counters and
 // the receivers' ring drops.
 using PeerSyncField = CounterField<PeerSyncSnapshot>;

@@ -25,6 +25,7 @@ Health HealthMonitor::judge(const HealthSample& sample, Clock::time_point now) {
   }
   const bool progressing = reason.empty();
   if (!sample.peer_sync_ready) add("peer_sync: taking a copy of the forwarding tables from a peer");
+  if (!sample.backends_answer) add("health_checks: no backend answers its probes");
   for (const auto& p : sample.ports)
     if (!p.link_up) add("port " + p.name + " link down");
   for (const auto& t : sample.tx_queues) {

@@ -59,6 +59,10 @@ struct HealthSample {
   // the forwarding tables (peer_sync.h), so that routers send nothing here
   // before it knows what its peers learned.
   bool peer_sync_ready = true;
+  // Health checks: false when every backend the operator has not set down
+  // fails its probes, so that the routers stop sending here (the route is
+  // withdrawn) rather than to servers that do not answer.
+  bool backends_answer = true;
 };
 
 // Judges successive samples. An lcore is stalled once its heartbeat has not

@@ -121,6 +121,14 @@ std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applie
     for (const auto& b : s.backends)
       for (const char* state : {"active", "draining", "down"})
         w.sample(backend_labels(b) + "," + label("state", state), b.state == state ? 1 : 0);
+    if (!s.health_checks.empty()) {
+      families(w, kBackendHealthFields, s.backends, backend_labels, itself);
+      w.family("quicsteer_backend_health", "gauge",
+               "1 for what the health checks find a backend (up, down, unchecked: not yet probed, counted as up).");
+      for (const auto& b : s.backends)
+        for (const char* health : {"up", "down", "unchecked"})
+          w.sample(backend_labels(b) + "," + label("health", health), b.health == health ? 1 : 0);
+    }
   }
   if (s.forwarding.enabled) {
     const ForwardingSnapshot* tables[] = {&s.forwarding};
@@ -153,6 +161,7 @@ std::string prometheus_text(const StatsSnapshot& s, std::uint64_t reloads_applie
   families(w, kExceptionFields, s.exception,
            [](const ExceptionSnapshot& x) { return label("port", x.port) + "," + label("class", x.cls); }, itself);
   families(w, kPeerSyncFields, s.peer_sync, [](const PeerSyncSnapshot&) { return std::string(); }, itself);
+  families(w, kHealthChecksFields, s.health_checks, [](const HealthChecksSnapshot&) { return std::string(); }, itself);
 
   w.family("quicsteer_steering_generation", "gauge", "The live steering configuration: 1 + applied reloads.");
   w.sample("", s.steering_generation);

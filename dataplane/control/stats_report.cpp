@@ -120,10 +120,14 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
   if (!now.backends.empty()) {
     // Compact: one line for the fleet, the busiest backends' rates on it.
     std::uint64_t total = 0, down = 0, too_big = 0;
-    unsigned active = 0, draining = 0;
+    unsigned active = 0, draining = 0, unhealthy = 0;
+    std::string unhealthy_names;
     for (const auto& b : now.backends) {
       active += b.state == "active";
       draining += b.state == "draining";
+      if (b.health == "down") {
+        if (unhealthy++ < 4) unhealthy_names.append(" ").append(b.name);
+      }
       down += b.backend_down;
       too_big += b.too_big;
     }
@@ -140,6 +144,8 @@ void print_stats_table(std::FILE* out, const StatsSnapshot& now, const StatsSnap
     std::fprintf(out, "          backends %zu (%u active, %u draining) %10s  down drops %" PRIu64 "  too big %" PRIu64 " ",
                  now.backends.size(), active, draining, format_rate(dt > 0 ? double(total) / dt : 0.0).c_str(), down,
                  too_big);
+    if (!now.health_checks.empty())
+      std::fprintf(out, " health down %u%s%s ", unhealthy, unhealthy_names.c_str(), unhealthy > 4 ? " ..." : "");
     for (std::size_t i = 0; i < rates.size() && i < 4; ++i)
       std::fprintf(out, " %s %s", rates[i].second->name.c_str(), format_rate(rates[i].first).c_str());
     std::fprintf(out, "\n");
@@ -196,8 +202,11 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   if (!s.backends.empty()) {
     std::fprintf(out, "  backends      %zu\n", s.backends.size());
     for (const auto& b : s.backends) {
-      std::fprintf(out, "    %-16s %-8s owner lcore %-3u", b.name.c_str(), b.state.c_str(), b.owner_lcore);
+      std::fprintf(out, "    %-16s %-8s health %-9s owner lcore %-3u", b.name.c_str(), b.state.c_str(),
+                   b.health.c_str(), b.owner_lcore);
       for (const auto& f : kBackendCounterFields) std::fprintf(out, " %s %" PRIu64, f.name, b.*f.value);
+      if (b.health != "off")
+        for (const auto& f : kBackendHealthFields) std::fprintf(out, " %s %" PRIu64, f.name, b.*f.value);
       std::fprintf(out, "\n");
     }
   }
@@ -226,6 +235,7 @@ void print_summary(std::FILE* out, const StatsSnapshot& s, std::int64_t leaked) 
   for (const auto& x : s.exception)
     print_fields(out, heading("  exception " + x.port + " " + x.cls), kExceptionFields, x);
   for (const auto& x : s.peer_sync) print_fields(out, heading("  peer sync"), kPeerSyncFields, x);
+  for (const auto& x : s.health_checks) print_fields(out, heading("  health checks"), kHealthChecksFields, x);
   for (const auto& p : s.ports) {
     char prefix[32];
     std::snprintf(prefix, sizeof prefix, "  port %-8s  ", p.name.c_str());
@@ -333,8 +343,10 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
     const auto& b = s.backends[i];
     o << (i ? "," : "") << "\n    {\"name\": " << quote(b.name) << ", \"slot\": " << b.slot
-      << ", \"state\": " << quote(b.state) << ", \"owner_lcore\": " << b.owner_lcore << ", \"weight\": " << b.weight;
+      << ", \"state\": " << quote(b.state) << ", \"health\": " << quote(b.health)
+      << ", \"owner_lcore\": " << b.owner_lcore << ", \"weight\": " << b.weight;
     fields_json(o, kBackendCounterFields, b);
+    fields_json(o, kBackendHealthFields, b);
     o << "}";
   }
   o << (s.backends.empty() ? "]" : "\n  ]");
@@ -349,6 +361,11 @@ std::string stats_json(const StatsSnapshot& s, const std::string& profile_path, 
   if (!s.peer_sync.empty()) {
     o << ",\n  \"peer_sync\": {\"enabled\": true";
     fields_json(o, kPeerSyncFields, s.peer_sync.front());
+    o << "}";
+  }
+  if (!s.health_checks.empty()) {
+    o << ",\n  \"health_checks\": {\"enabled\": true";
+    fields_json(o, kHealthChecksFields, s.health_checks.front());
     o << "}";
   }
   o << ",\n  \"ports\": [";
@@ -403,6 +420,8 @@ void print_counter_list(std::FILE* out) {
   list_fields(out, "backend", kBackendCounterFields);
   list_fields(out, "exception", kExceptionFields);
   list_fields(out, "peer_sync", kPeerSyncFields);
+  list_fields(out, "backend health", kBackendHealthFields);
+  list_fields(out, "health_checks", kHealthChecksFields);
 }
 
 }  // namespace qs

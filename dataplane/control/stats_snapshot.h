@@ -112,6 +112,24 @@ struct BackendSnapshot {
   unsigned owner_lcore = 0;
   std::uint64_t weight = 0;
   std::uint64_t packets = 0, bytes = 0, connections = 0, backend_down = 0, too_big = 0, icmp_sent = 0;
+  // Health checks (dataplane/runtime/health_checks.h): "up", "down",
+  // "unchecked", or "off" without them; the probe rounds' counts and the
+  // last answered round's round-trip time.
+  std::string health = "off";
+  std::uint64_t probe_rounds_sent = 0, probe_rounds_answered = 0, probe_rounds_failed = 0, probe_rtt_us = 0;
+};
+
+// Health checks, in total: one with health_checks, none without.
+struct HealthChecksSnapshot {
+  std::uint64_t backends_up = 0, backends_down = 0, backends_unchecked = 0;  // gauges
+  std::uint64_t probes_sent = 0;        // probe packets handed to the port
+  std::uint64_t probes_unsent = 0;      // no mbuf, no source address, or the ring to the port full
+  std::uint64_t probes_refused = 0;     // the port's TX queue did not take them
+  std::uint64_t rounds_deferred = 0;    // rounds due with the budget (probes_per_s) spent: sent late
+  std::uint64_t answers_received = 0;   // Version Negotiations to the probe port, from the receivers
+  std::uint64_t answers_matched = 0;    // of those, echoes of a probe out from where it went
+  std::uint64_t answers_unmatched = 0;  // the others: forged, misrouted or late
+  std::uint64_t hash_rebuilds = 0;      // backend hashes rebuilt for a change of health
 };
 
 struct StatsSnapshot {
@@ -124,6 +142,7 @@ struct StatsSnapshot {
   std::vector<BackendSnapshot> backends;  // in profile order; empty without backends
   std::vector<ExceptionSnapshot> exception;  // per port with a TAP, per class; empty without
   std::vector<PeerSyncSnapshot> peer_sync;   // one with peer_sync, none without
+  std::vector<HealthChecksSnapshot> health_checks;  // one with health_checks, none without
   // Whether the profile lists services (only their traffic is steered).
   bool services = false;
   ReceiveTotals rx_total;

@@ -172,6 +172,15 @@ int cmd_peer_sync(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+int cmd_health_checks(const char*, const char*, rte_tel_data* d) {
+  QS_VIEW_OR_FAIL();
+  const StatsSnapshot s = v->stats();
+  dict_of_dicts(
+      d, s.health_checks, [](const HealthChecksSnapshot&) { return std::string("health_checks"); },
+      [](rte_tel_data* e, const HealthChecksSnapshot& x) { add_fields(e, kHealthChecksFields, x); });
+  return 0;
+}
+
 int cmd_backends(const char*, const char*, rte_tel_data* d) {
   QS_VIEW_OR_FAIL();
   const StatsSnapshot s = v->stats();
@@ -179,9 +188,11 @@ int cmd_backends(const char*, const char*, rte_tel_data* d) {
       d, s.backends, [](const BackendSnapshot& b) { return b.name; },
       [](rte_tel_data* e, const BackendSnapshot& b) {
         add_dict_text(e, "state", b.state);
+        add_dict_text(e, "health", b.health);
         rte_tel_data_add_dict_u64(e, "owner_lcore", b.owner_lcore);
         rte_tel_data_add_dict_u64(e, "weight", b.weight);
         add_fields(e, kBackendCounterFields, b);
+        add_fields(e, kBackendHealthFields, b);
       });
   return 0;
 }
@@ -289,11 +300,13 @@ void register_once() {
         {"/quicsteer/rings", cmd_rings, "Rings, named RECEIVER_to_OWNER lcore: capacity, occupancy, high water, full events. No parameters"},
         {"/quicsteer/ports", cmd_ports, "Port counters, totals across device counter resets. No parameters"},
         {"/quicsteer/backends", cmd_backends,
-         "Per backend: state, owner lcore, weight, packets, bytes, connections, drops (backend_down, too_big), ICMP sent. No parameters"},
+         "Per backend: state, health, owner lcore, weight, packets, bytes, connections, drops, ICMP sent, probes. No parameters"},
         {"/quicsteer/forwarding", cmd_forwarding,
          "Forwarding tables: enabled, entries, slots, setup_entries, setup_slots, expired, retired, retiring_slots. No parameters"},
         {"/quicsteer/exception", cmd_exception,
          "The exception path to the kernel, named port/class: to and from the TAP, policed, refused. No parameters"},
+        {"/quicsteer/health_checks", cmd_health_checks,
+         "Health checks: backends up/down/unchecked, probes, rounds deferred, answers, hash rebuilds. No parameters"},
         {"/quicsteer/peer_sync", cmd_peer_sync,
          "Peer sync: ready, messages, entries, refusals. No parameters"},
         {"/quicsteer/drops", cmd_drops, "Software drops by reason, in total. No parameters"},

@@ -27,6 +27,7 @@ enum class DropReason : unsigned {
   kNoTap,          // for the appliance's own host, on a port without a TAP (ports[].tap)
   kPoliced,        // for the host, over its class's rate (exception_path.police)
   kKernelRingFull, // for the host, the ring to the exception thread was full
+  kProbeRingFull,  // a health probe's answer, and the ring to the health checker was full
   kCount
 };
 
@@ -51,6 +52,7 @@ constexpr std::string_view drop_reason_name(DropReason r) {
     case DropReason::kNoTap: return "no_tap";
     case DropReason::kPoliced: return "policed";
     case DropReason::kKernelRingFull: return "kernel_ring_full";
+    case DropReason::kProbeRingFull: return "probe_ring_full";
     case DropReason::kCount: break;
   }
   return "?";

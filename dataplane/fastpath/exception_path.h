@@ -90,8 +90,14 @@ struct ExceptionRx {
   // frame's first six octets reads it.
   std::uint64_t port_mac = 0;
   bool has_tap = false;  // false: frames for the host are dropped (no_tap)
+  // Health checks (exception_rx.h): the probes' UDP port (0: none), and
+  // the bound on their answers, twice the probes' budget (this queue's
+  // share): a flood to the port cannot crowd the checker's ring.
+  std::uint16_t probe_udp_port = 0;
+  TokenBucket probe_answers_police;
   ExceptionPolicer policer;
   ExceptionRxStats stats;
+  Counter probe_answers;  // to the health checker
 
   // Whether the frame's destination MAC is this port's, broadcast or multicast.
   bool accepts(const std::uint8_t* frame) const {

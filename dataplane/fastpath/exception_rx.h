@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "dataplane/fastpath/health_probe.h"
 #include "dataplane/fastpath/lcore_context.h"
 #include "dataplane/fastpath/tsan.h"
 #include "steering/exception_class.h"
@@ -25,7 +26,29 @@ inline void to_kernel(LcoreContext& c, RxQueueContext& q, rte_mbuf* m, std::uint
     q.stats.drops[std::size_t(DropReason::kNoTap)].add();
     return;
   }
-  const ExceptionClass k = exception_class(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m));
+  const std::uint8_t* frame = rte_pktmbuf_mtod(m, const std::uint8_t*);
+  // A health probe's answer (a Version Negotiation to the probes' port)
+  // goes to the health checker, not the kernel: policed on its own, so that
+  // neither a flood to the port nor the kernel's classes decide whether
+  // backends look alive.
+  if (x->probe_udp_port != 0 && parse_probe_answer(frame, rte_pktmbuf_data_len(m), x->probe_udp_port)) [[unlikely]] {
+    x->probe_answers_police.refill(now);
+    if (!x->probe_answers_police.has(1)) {
+      rte_pktmbuf_free(m);
+      q.stats.drops[std::size_t(DropReason::kPoliced)].add();
+      return;
+    }
+    x->probe_answers_police.spend(1);
+    tsan_release(m);
+    if (c.probe_answers == nullptr || c.probe_answers->enqueue_burst(&m, 1) != 1) {
+      rte_pktmbuf_free(m);
+      q.stats.drops[std::size_t(DropReason::kProbeRingFull)].add();
+      return;
+    }
+    x->probe_answers.add();
+    return;
+  }
+  const ExceptionClass k = exception_class(frame, rte_pktmbuf_data_len(m));
   const unsigned ki = unsigned(k);
   if (!x->policer.admit(k, m->pkt_len, now)) {
     rte_pktmbuf_free(m);

@@ -94,6 +94,9 @@ struct LcoreContext {
   // With services and a TAP on a port it polls: the rings to the exception
   // thread, control (ARP, ND, BGP, BFD, link) and bulk; nullptr otherwise.
   std::array<MbufRing*, 2> kernel_rings{};
+  // Health checks: the ring of probe answers to the health checker
+  // (exception_rx.h); nullptr without.
+  MbufRing* probe_answers = nullptr;
   // The slot that holds the steering in force: loaded again before each
   // burst is classified, so that a reload (Dataplane::reload_steering) takes
   // effect between bursts, without a lock and without pausing RX. The lcore

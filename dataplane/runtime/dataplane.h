@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "dataplane/control/port_counters.h"
 #include "dataplane/config/profile.h"
 #include "dataplane/control/health_monitor.h"
+#include "dataplane/runtime/health_checks.h"
 #include "dataplane/runtime/kernel_taps.h"
 #include "dataplane/runtime/peer_sync.h"
 #include "dataplane/control/stats_snapshot.h"
@@ -121,9 +123,22 @@ class Dataplane {
     std::unique_ptr<MbufClassifier> classifier_;
     std::unique_ptr<DeliveryPlan> delivery_;
     BackendSlots slots_;
+    std::vector<std::string> health_down_;  // left out of the hash for their health
+    bool health_only_ = false;              // the backends are the running ones: the checker keeps its rounds
   };
   PreparedSteering prepare_steering(const Profile& next) const;
+  // The same against the running profile with `health_down` (backend
+  // names) left out of the hash: a change of health.
+  PreparedSteering prepare_health(const std::vector<std::string>& health_down) const;
   SteeringReload apply_steering(PreparedSteering prepared);
+  // Health checks (health_checks.h): when the checker's view of which
+  // backends are down differs from what the live hash leaves out, rebuilds
+  // the hash as a reload does and returns what changed; nothing otherwise
+  // or without health checks. Control path, never while a reload is being
+  // prepared (prepare_steering reads what this writes).
+  std::optional<std::string> follow_health();
+  // The backends the live hash leaves out for their health, sorted.
+  const std::vector<std::string>& health_down() const { return health_down_; }
   // 1 for the profile the data path was built from, +1 per applied reload.
   std::uint64_t steering_generation() const { return generation_; }
 
@@ -159,6 +174,13 @@ class Dataplane {
   bool ports_open_ = false;
   // The exception path's TAPs and their thread (null without a tap).
   std::unique_ptr<KernelTaps> taps_;
+  // Health checks' thread (null without health_checks), declared after
+  // taps_, whose ring and addresses it uses: it stops and goes first.
+  std::unique_ptr<HealthChecker> health_;
+  std::vector<std::string> health_down_;
+  std::uint64_t health_epoch_seen_ = 0;
+  std::uint64_t health_rebuilds_ = 0;
+  PreparedSteering prepare(const Profile& next, std::vector<std::string> health_down) const;
   // Peer sync: the receivers' rings of learned entries (empty without
   // peer_sync); the thread that drains them is peer_sync_, declared after
   // forwarding_ so that it stops before the tables and rings go.

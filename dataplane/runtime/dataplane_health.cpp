@@ -33,6 +33,7 @@ HealthSample Dataplane::health_sample() const {
     h.ports.push_back({profile_.ports[i].name, up});
   }
   if (peer_sync_) h.peer_sync_ready = peer_sync_->ready();
+  if (health_) h.backends_answer = health_->view().any_answering;
   return h;
 }
 

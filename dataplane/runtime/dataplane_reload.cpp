@@ -6,6 +6,7 @@
 
 #include <rte_rcu_qsbr.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,8 +36,54 @@ Dataplane::SteeringReload Dataplane::reload_steering(const Profile& next) {
   return apply_steering(prepare_steering(next));
 }
 
+namespace {
+
+// The backends as the hash and the delivery plan take them: those the
+// health checks find down as if the operator had set them down. When that
+// would leave no active backend, the operator's states stand (fail open: a
+// fault common to every probe, such as the TAP losing its address, must not
+// black-hole the service; /healthz then says no backend answers).
+std::vector<BackendConfig> with_health(std::vector<BackendConfig> backends, const std::vector<std::string>& down) {
+  if (down.empty()) return backends;
+  const auto is_down = [&](const BackendConfig& b) { return std::binary_search(down.begin(), down.end(), b.name); };
+  const bool some_active = std::any_of(backends.begin(), backends.end(), [&](const BackendConfig& b) {
+    return b.state == BackendState::kActive && !is_down(b);
+  });
+  if (!some_active) return backends;
+  for (BackendConfig& b : backends)
+    if (is_down(b)) b.state = BackendState::kDown;
+  return backends;
+}
+
+}  // namespace
+
 Dataplane::PreparedSteering Dataplane::prepare_steering(const Profile& next) const {
+  return prepare(next, health_down_);
+}
+
+Dataplane::PreparedSteering Dataplane::prepare_health(const std::vector<std::string>& health_down) const {
+  PreparedSteering p = prepare(profile_, health_down);
+  p.health_only_ = true;
+  return p;
+}
+
+std::optional<std::string> Dataplane::follow_health() {
+  if (!health_) return std::nullopt;
+  const std::uint64_t epoch = health_->epoch();
+  if (epoch == health_epoch_seen_) return std::nullopt;
+  health_epoch_seen_ = epoch;
+  std::vector<std::string> down = health_->down_names();
+  if (down == health_down_) return std::nullopt;
+  std::string names;
+  for (const std::string& n : down) names.append(names.empty() ? "" : ", ").append(n);
+  SteeringReload r = apply_steering(prepare_health(down));
+  if (r.applied) ++health_rebuilds_;
+  return "health: backends down by their probes [" + names + "]: " + r.message;
+}
+
+Dataplane::PreparedSteering Dataplane::prepare(const Profile& next, std::vector<std::string> health_down) const {
   PreparedSteering p;
+  p.health_down_ = std::move(health_down);
   p.base_generation_ = generation_;
   if (auto refusal = reload_refusal(profile_, next)) {
     p.refusal_ = *refusal;
@@ -66,8 +113,12 @@ Dataplane::PreparedSteering Dataplane::prepare_steering(const Profile& next) con
   }
   try {
     if (placed.peer_sync.enabled) PeerSync::check_backend_ids(placed.peer_sync, placed.steering.backends);
-    p.classifier_ = std::make_unique<MbufClassifier>(placed.steering);
-    p.delivery_ = make_delivery_plan(placed);
+    // The hash and the plan see the health checks' verdicts; the profile
+    // kept (placed) the operator's states.
+    Profile effective = placed;
+    effective.steering.backends = with_health(placed.steering.backends, p.health_down_);
+    p.classifier_ = std::make_unique<MbufClassifier>(effective.steering);
+    p.delivery_ = make_delivery_plan(effective);
   } catch (const std::exception& e) {
     p.refusal_ = std::string("steering: ") + e.what();
     p.classifier_.reset();
@@ -120,6 +171,9 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
   // a removed backend is written (set_backends waits for an absorb under
   // way), so that the sweep below leaves none behind.
   if (peer_sync_) peer_sync_->set_backends(prepared.profile_.steering.backends);
+  if (health_ && !prepared.health_only_)
+    health_->set_backends(prepared.profile_.steering.backends, prepared.profile_.action.delivery);
+  health_down_ = std::move(prepared.health_down_);
   if (forwarding_ && !removed.empty()) {
     prepared.slots_.retire_removed(forwarding_->retire(removed));
     if (!running_)
@@ -157,7 +211,9 @@ Dataplane::SteeringReload Dataplane::apply_steering(PreparedSteering prepared) {
     }
     r.message += ", backends " + std::to_string(backends_before) + " -> " +
                  std::to_string(profile_.steering.backends.size()) + " (" + std::to_string(draining) + " draining, " +
-                 std::to_string(down) + " down), backend hash " +
+                 std::to_string(down) + " down" +
+                 (health_ ? ", " + std::to_string(health_down_.size()) + " down by health" : std::string()) +
+                 "), backend hash " +
                  std::to_string(backend_hash_table_size(profile_.steering)) + " slots, delivery " +
                  delivery_mode_name(profile_.action.delivery.mode);
   }

@@ -87,6 +87,33 @@ std::array<MbufRing*, 2> KernelTaps::rings_for_lcore() {
   return {control_.back().get(), bulk_.back().get()};
 }
 
+MbufRing* KernelTaps::probe_ring(std::uint32_t size) {
+  if (!probes_) probes_ = std::make_unique<MbufRing>(size);
+  return probes_.get();
+}
+
+// The health checker's probes, out of their ports on the kernel's queue.
+unsigned KernelTaps::send_probes() {
+  if (!probes_) return 0;
+  rte_mbuf* pkts[kBurst];
+  const unsigned n = probes_->dequeue_burst(pkts, kBurst);
+  for (unsigned i = 0; i < n;) {
+    unsigned j = i + 1;
+    while (j < n && pkts[j]->port == pkts[i]->port) ++j;
+    for (unsigned k = i; k < j; ++k) {
+      tsan_acquire(pkts[k]);
+      tsan_release(pkts[k]);
+    }
+    const unsigned sent = rte_eth_tx_burst(pkts[i]->port, tx_queue_, pkts + i, std::uint16_t(j - i));
+    if (sent < j - i) {
+      probes_refused_.add(j - i - sent);
+      rte_pktmbuf_free_bulk(pkts + i + sent, j - i - sent);
+    }
+    i = j;
+  }
+  return n;
+}
+
 const KernelTaps::Tap* KernelTaps::tap_of(std::uint16_t port_id) const {
   return port_id < tap_by_port_.size() ? tap_by_port_[port_id] : nullptr;
 }
@@ -118,6 +145,10 @@ void KernelTaps::close() {
   for (auto& r : bulk_) {
     rte_mbuf* pkts[kBurst];
     while (unsigned n = r->dequeue_burst(pkts, kBurst)) rte_pktmbuf_free_bulk(pkts, n);
+  }
+  if (probes_) {
+    rte_mbuf* pkts[kBurst];
+    while (unsigned n = probes_->dequeue_burst(pkts, kBurst)) rte_pktmbuf_free_bulk(pkts, n);
   }
   open_ = false;
 }
@@ -197,6 +228,7 @@ void KernelTaps::run() {
     for (auto& r : control_) work += drain(*r);
     for (auto& r : bulk_) work += drain(*r);
     for (auto& t : taps_) work += from_kernel(*t);
+    work += send_probes();
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_addresses) {
       read_addresses();

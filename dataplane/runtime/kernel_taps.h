@@ -59,6 +59,12 @@ class KernelTaps {
   // A receiving lcore's pair of rings to the thread (control, bulk), made
   // before start().
   std::array<MbufRing*, 2> rings_for_lcore();
+  // The ring on which the health checker hands this thread its probes,
+  // each to go out of its mbuf's port on the kernel's TX queue; made
+  // before start().
+  MbufRing* probe_ring(std::uint32_t size);
+  // Probes the port's TX queue did not take (dropped; the round fails).
+  std::uint64_t probes_refused() const { return probes_refused_.get(); }
   // The TAP of a data port (by DPDK port id), or nullptr.
   const Tap* tap_of(std::uint16_t port_id) const;
   const std::vector<std::unique_ptr<Tap>>& taps() const { return taps_; }
@@ -73,6 +79,7 @@ class KernelTaps {
  private:
   void run();
   unsigned drain(MbufRing& ring);
+  unsigned send_probes();
   unsigned from_kernel(Tap& t);
   void read_addresses();
 
@@ -81,6 +88,8 @@ class KernelTaps {
   std::uint16_t tx_queue_ = 0;
   std::uint32_t ring_size_ = 0;
   std::vector<std::unique_ptr<MbufRing>> control_, bulk_;
+  std::unique_ptr<MbufRing> probes_;
+  Counter probes_refused_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   bool open_ = false;

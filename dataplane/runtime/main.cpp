@@ -498,6 +498,16 @@ int run(const qs::Profile& profile, std::vector<std::string> eal_args, const App
       // last applied reload read (a profile chosen over telemetry stays
       // chosen), else the --profile file.
       if (auto prepared = reloader.take()) finish_reload(dp, std::move(*prepared), *live, live_path, manager);
+      // A change of health rebuilds the backend hash here, between reloads
+      // (a reload being prepared reads what the rebuild writes; it applies
+      // the health in force when it was prepared, and the next turn
+      // follows any change since).
+      if (!reloader.busy()) {
+        if (auto change = dp.follow_health()) {
+          std::printf("quicsteer: %s\n", change->c_str());
+          std::fflush(stdout);
+        }
+      }
       if (!reloader.busy()) {
         if (auto path = live->take_reload_request())
           start_reload(reloader, path->empty() ? live_path : *path, "/quicsteer/reload", true, *live, manager);

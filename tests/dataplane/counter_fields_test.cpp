@@ -62,7 +62,9 @@ Filled one_of_each() {
   BackendSnapshot b;
   b.name = "b0";
   b.state = "active";
+  b.health = "up";
   fill(b, kBackendCounterFields, v);
+  fill(b, kBackendHealthFields, v);
   s.backends = {b};
   ExceptionSnapshot x;
   x.port = "wire";
@@ -72,6 +74,9 @@ Filled one_of_each() {
   PeerSyncSnapshot ps;
   fill(ps, kPeerSyncFields, v);
   s.peer_sync = {ps};
+  HealthChecksSnapshot hc;
+  fill(hc, kHealthChecksFields, v);
+  s.health_checks = {hc};
   return r;
 }
 
@@ -98,6 +103,8 @@ void expect_every_table(const Filled& f, const std::string& text, const char* pa
   expect_each(kBackendCounterFields, f.s.backends[0], text, pattern);
   expect_each(kExceptionFields, f.s.exception[0], text, pattern);
   expect_each(kPeerSyncFields, f.s.peer_sync[0], text, pattern);
+  expect_each(kBackendHealthFields, f.s.backends[0], text, pattern);
+  expect_each(kHealthChecksFields, f.s.health_checks[0], text, pattern);
 }
 
 TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
@@ -122,6 +129,8 @@ TEST(CounterFields, NamesAreUniquePerScopeAndMetricsAcrossAll) {
   add(kBackendCounterFields);
   add(kExceptionFields);
   add(kPeerSyncFields);
+  add(kBackendHealthFields);
+  add(kHealthChecksFields);
   const std::string list = capture([](std::FILE* f) { print_counter_list(f); });
   EXPECT_EQ(std::size_t(std::count(list.begin(), list.end(), '\n')), n) << list;
 }
@@ -178,6 +187,9 @@ TEST(CounterFields, EveryCounterIsInThePrometheusText) {
   expect_samples(kBackendCounterFields, f.s.backends[0], "backend=\"b0\",owner_lcore=\"0\"", out);
   expect_samples(kExceptionFields, f.s.exception[0], "port=\"wire\",class=\"bgp\"", out);
   expect_samples(kPeerSyncFields, f.s.peer_sync[0], "", out);
+  expect_samples(kBackendHealthFields, f.s.backends[0], "backend=\"b0\",owner_lcore=\"0\"", out);
+  expect_samples(kHealthChecksFields, f.s.health_checks[0], "", out);
+  EXPECT_NE(out.find("\nquicsteer_backend_health{backend=\"b0\",owner_lcore=\"0\",health=\"up\"} 1\n"), std::string::npos);
 }
 
 }  // namespace
