@@ -4,12 +4,15 @@ and scripts/bench.sh health, on the fleet of tests/realquic/fleet_topology.sh
 (server N: segment MAC 02:00:00:78:02:1N, backend srvN). Each subcommand
 prints what it found and exits 1 when an assertion fails.
 
-  metrics   PORT [--want srvN=0|1,...] [--forged-min N] [--timeout S]
+  metrics   PORT [--want srvN=up|down|unchecked,...] [--forged-min N] [--rtt]
+            [--totals] [--timeout S]
       quicsteer's /metrics on 127.0.0.1:PORT (run it in quicsteer's
       namespace), scraped until every backend's health is what --want says
-      and the forged answers counted reach --forged-min (at most --timeout
-      seconds: the text is published once per stats period); prints each
-      backend's health and probe RTT and the health-check totals.
+      and the unmatched answers (forged, misrouted or late) counted reach
+      --forged-min (at most --timeout seconds: the text is published once
+      per stats period); prints each backend's health and probe RTT (--rtt:
+      every backend wanted up has one), with --totals the health-check
+      families.
   healthz   PORT --want CODE [--reason TEXT] [--timeout S]
       /healthz until it answers CODE (and its body holds TEXT).
   placement WORK TAG --since NS [--until NS] --profile FILE --cid-tool PATH
@@ -23,10 +26,17 @@ prints what it found and exits 1 when an assertion fails.
       (the victim up again): every one reached the server the hash names.
       Exit 3 (not 1) when nothing is wrong but no connection of the window
       hashes to the victim, so that the caller can try another batch.
+  probe-delivery WORK TAG --mode l2|vxlan [--probe-port P]
+      Every probe that reached a server (WORK/TAG-srvN.pcap) came as the
+      delivery mode says, from the appliance's address to the service's,
+      1200 octets of the reserved version 0x1a2a3a4a; each server got probes
+      of both families.
   summary   WORK TAG [--forged-min N] [--health srvN=up|down,...]
       quicsteer's end-of-run JSON (WORK/TAG-quicsteer.json): per backend its
-      health and probe counters, the health-check totals; no leaked mbuf,
-      nothing deferred over the budget, every backend probed and answered.
+      health and probe rounds, the health-check totals; no leaked mbuf, no
+      round deferred over the budget and no probe refused by the port, every
+      answer received matched or unmatched (--forged-min: at least that many
+      unmatched), every backend probed and answered.
   probe-traffic PCAP --probe-port P --seconds S
       What a capture on a server's segment interface (both directions) saw
       of the health checks: probes in, answers out, per second, in octets
@@ -81,21 +91,26 @@ def scrape(port):
 
 
 def health_view(samples):
-    """(health per backend, probe RTT in us per backend, forged answers,
-    other health-check totals) from the samples."""
+    """(health per backend, probe RTT in us per backend, unmatched answers,
+    the other health-check families summed by name and labels) from the
+    samples: quicsteer_backend_health{backend,health} is 1 for the backend's
+    health (up, down, unchecked); quicsteer_health_answers_total
+    {outcome="unmatched"} counts Version Negotiations to the probe port that
+    match no probe out (forged, misrouted or late)."""
     health, rtt, totals = {}, {}, {}
-    forged = 0
+    unmatched = 0
     for name, labels, v in samples:
         if name == "quicsteer_backend_health":
-            health[labels.get("backend")] = int(v)
+            if v == 1:
+                health[labels.get("backend")] = labels.get("health")
         elif name == "quicsteer_backend_probe_rtt_seconds":
             rtt[labels.get("backend")] = v * 1e6
-        elif name.startswith("quicsteer_health") or name.startswith("quicsteer_backend_probe"):
+        elif name.startswith("quicsteer_health_"):
             key = name + ("{" + ",".join(f"{k}={x}" for k, x in sorted(labels.items())) + "}" if labels else "")
             totals[key] = totals.get(key, 0) + v
-            if "forged" in name or labels.get("result") == "forged" or labels.get("reason") == "forged":
-                forged += int(v)
-    return health, rtt, forged, totals
+            if name == "quicsteer_health_answers_total" and labels.get("outcome") == "unmatched":
+                unmatched += int(v)
+    return health, rtt, unmatched, totals
 
 
 def cmd_metrics(a):
@@ -108,24 +123,23 @@ def cmd_metrics(a):
             health, rtt, forged, totals = health_view(scrape(a.port))
         except (OSError, urllib.error.URLError) as e:
             health, rtt, forged, totals = {}, {}, 0, {"scrape failed": str(e)}
-        ok = all(health.get(b) == int(v) for b, v in want.items()) and forged >= a.forged_min
+        ok = all(health.get(b) == v for b, v in want.items()) and forged >= a.forged_min
         if ok or time.monotonic() >= deadline:
             break
         time.sleep(0.1)
     print("  metrics: health " + " ".join(f"{b}={health[b]}" for b in sorted(health)) +
-          "; probe RTT " + " ".join(f"{b}={rtt[b]:.0f}us" for b in sorted(rtt)) + f"; answers forged {forged}")
-    probe_totals = {k: v for k, v in totals.items() if not k.startswith("quicsteer_backend_probe_rtt")}
-    if probe_totals:
-        print("  metrics: " + ", ".join(f"{k} {v:g}" for k, v in sorted(probe_totals.items())))
+          "; probe RTT " + " ".join(f"{b}={rtt[b]:.0f}us" for b in sorted(rtt)) + f"; answers unmatched {forged}")
+    if totals and a.totals:
+        print("  metrics: " + ", ".join(f"{k} {v:g}" for k, v in sorted(totals.items())))
     failures = []
     for b, v in want.items():
-        if health.get(b) != int(v):
-            failures.append(f"quicsteer_backend_health{{backend=\"{b}\"}} is {health.get(b)}, want {v}")
+        if health.get(b) != v:
+            failures.append(f"backend {b}: health {health.get(b)} in /metrics, want {v}")
     if forged < a.forged_min:
-        failures.append(f"{forged} forged answers counted, want at least {a.forged_min}")
+        failures.append(f"{forged} unmatched answers counted, want at least {a.forged_min}")
     if want and a.rtt:
         for b, v in want.items():
-            if int(v) == 1 and not rtt.get(b, 0) > 0:
+            if v == "up" and not rtt.get(b, 0) > 0:
                 failures.append(f"backend {b} is up with no probe RTT ({rtt.get(b)})")
     return report("metrics", failures)
 
@@ -156,8 +170,9 @@ def cmd_healthz(a):
 # ---- captures in front of the servers
 
 def l2_udp(frame):
-    """(src, dst, sport, dport, payload) of an Ethernet/IP/UDP frame (text
-    addresses), or None."""
+    """(src, dst, sport, dport, payload, payload length) of an
+    Ethernet/IP/UDP frame (text addresses; the length the UDP header
+    declares, the payload as far as the capture holds it), or None."""
     if len(frame) < 14:
         return None
     et = struct.unpack("!H", frame[12:14])[0]
@@ -172,8 +187,8 @@ def l2_udp(frame):
         return None
     if len(frame) < u + 8:
         return None
-    sport, dport = struct.unpack("!HH", frame[u:u + 4])
-    return src, dst, sport, dport, frame[u + 8:]
+    sport, dport, length = struct.unpack("!HHH", frame[u:u + 6])
+    return src, dst, sport, dport, frame[u + 8:], length - 8
 
 
 def classify(cid_tool, profile, pcap):
@@ -205,7 +220,7 @@ def attempts(work, tag, profile, cid_tool, probe_port):
             q = l2_udp(f)
             if not q or q[3] != 443:
                 continue
-            src, _, sport, _, p = q
+            src, _, sport, _, p, _ = q
             if sport == probe_port:
                 probes[n].append(ts)
                 continue
@@ -273,6 +288,69 @@ def cmd_placement(a):
     return 0
 
 
+def srv_vxmac(n):
+    return bytes.fromhex(f"0200007803{0x10 + n:02x}")
+
+
+SRV_ADDR = lambda n: f"10.78.2.{10 + n}"  # noqa: E731
+SRV_ADDR6 = lambda n: f"fd78:2::{0x10 + n:x}"  # noqa: E731
+TX_ADDRS = ("10.78.2.2", "fd78:2::2")
+
+
+def cmd_probe_delivery(a):
+    """Every probe that reached the servers (WORK/TAG-srvN.pcap) came as
+    --mode delivers: l2, to the server's MAC; vxlan, to its MAC inside
+    UDP 4789 from quicsteer's outer source (10.78.2.2 / fd78:2::2, the
+    inner packet's family) to its address, VNI 42, inner destination MAC
+    its VXLAN MAC. Both targets' families were probed at every server."""
+    failures = []
+    for n in range(NSERVERS):
+        per = {"v4": 0, "v6": 0}
+        bad = []
+        for _, f in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap")):
+            q = l2_udp(f)
+            if not q:
+                continue
+            inner, why = f, None
+            if a.mode == "vxlan":
+                if q[3] != 4789:
+                    if q[2] == a.probe_port:
+                        bad.append("a probe outside VXLAN")
+                    continue
+                p = q[4]
+                vni = int.from_bytes(p[4:7], "big") if len(p) >= 8 else None
+                inner = p[8:]
+                fam6 = ":" in q[0]
+                want = (TX_ADDRS[1], SRV_ADDR6(n)) if fam6 else (TX_ADDRS[0], SRV_ADDR(n))
+                iq = l2_udp(inner)
+                if not iq or iq[2] != a.probe_port:
+                    continue
+                if (q[0], q[1]) != want or vni != 42 or inner[0:6] != srv_vxmac(n) or (":" in iq[0]) != fam6:
+                    why = (f"outer {q[0]} -> {q[1]} VNI {vni}, inner to {inner[0:6].hex()}, inner "
+                           f"{'IPv6' if ':' in iq[0] else 'IPv4'}")
+                q = iq
+            elif q[2] != a.probe_port:
+                continue
+            if f[0:6] != srv_mac(n):
+                why = why or f"to MAC {f[0:6].hex()}"
+            src, dst, sport, dport, payload, length = q
+            if src not in ("10.78.9.2", "fd78:9::2") or dst not in ("10.78.1.1", "fd78:1::1") or dport != 443:
+                why = why or f"{src}:{sport} -> {dst}:{dport}"
+            if length != 1200 or payload[1:5] != bytes.fromhex("1a2a3a4a"):
+                why = why or f"a payload of {length} octets, version {payload[1:5].hex()}"
+            if why:
+                bad.append(why)
+            else:
+                per["v6" if ":" in src else "v4"] += 1
+        print(f"  {a.tag}: server {n}: probes as {a.mode} delivers them: IPv4 {per['v4']}, IPv6 {per['v6']}; "
+              f"{len(bad)} otherwise{' (first: ' + bad[0] + ')' if bad else ''}")
+        if bad:
+            failures.append(f"server {n}: {len(bad)} probes not delivered as {a.mode} says")
+        if not per["v4"] or not per["v6"]:
+            failures.append(f"server {n}: no probe of {'IPv4' if not per['v4'] else 'IPv6'} reached it")
+    return report(a.tag, failures)
+
+
 def cmd_first_elsewhere(a):
     first, _ = attempts(a.work, a.tag, a.profile, a.cid_tool, a.probe_port)
     since = a.since / 1e9
@@ -291,7 +369,7 @@ def cmd_probe_traffic(a):
         q = l2_udp(f)
         if not q:
             continue
-        _, _, sport, dport, _ = q
+        _, _, sport, dport, _, _ = q
         if sport == a.probe_port:
             probes += 1
             probe_octets += orig
@@ -313,23 +391,27 @@ def cmd_summary(a):
     failures = []
     stats = json.load(open(os.path.join(a.work, f"{a.tag}-quicsteer.json")))
     backends = stats.get("backends", [])
-    keys = ("health", "probe_rtt_us", "probes_sent", "probes_answered", "probes_failed")
+    keys = ("health", "probe_rtt_us", "probe_rounds_sent", "probe_rounds_answered", "probe_rounds_failed")
     for b in backends:
-        print(f"  {a.tag}: backend {b['name']}: " + ", ".join(f"{k} {b.get(k)}" for k in keys) +
-              "".join(f", {k} {v}" for k, v in sorted(b.items()) if k.startswith("probe") and k not in keys))
-        if not b.get("probes_sent"):
-            failures.append(f"backend {b['name']}: no probe sent")
-        if not b.get("probes_answered"):
-            failures.append(f"backend {b['name']}: no probe answered")
+        print(f"  {a.tag}: backend {b['name']}: " + ", ".join(f"{k} {b.get(k)}" for k in keys))
+        if not b.get("probe_rounds_sent"):
+            failures.append(f"backend {b['name']}: no probe round sent")
+        if not b.get("probe_rounds_answered"):
+            failures.append(f"backend {b['name']}: no probe round answered")
     hc = stats.get("health_checks")
     print(f"  {a.tag}: health_checks {json.dumps(hc)}")
     if hc is None:
         failures.append("no health_checks section in the statistics")
         hc = {}
-    if hc.get("probes_deferred", 0):
-        failures.append(f"{hc.get('probes_deferred')} probes deferred over the budget")
-    if hc.get("answers_forged", 0) < a.forged_min:
-        failures.append(f"{hc.get('answers_forged')} forged answers counted, want at least {a.forged_min}")
+    # probes_unsent is not: the rounds before the TAP has an address send nothing
+    for key in ("rounds_deferred", "probes_refused"):
+        if hc.get(key, 0):
+            failures.append(f"health_checks.{key} is {hc.get(key)}, want 0")
+    if hc.get("answers_unmatched", 0) < a.forged_min:
+        failures.append(f"{hc.get('answers_unmatched')} unmatched answers counted, want at least {a.forged_min}")
+    if hc.get("answers_received") != hc.get("answers_matched", 0) + hc.get("answers_unmatched", 0):
+        failures.append(f"answers received {hc.get('answers_received')} are not matched {hc.get('answers_matched')} "
+                        f"+ unmatched {hc.get('answers_unmatched')}")
     if a.health:
         for kv in a.health.split(","):
             name, want = kv.split("=")
@@ -356,6 +438,7 @@ def main():
     m.add_argument("--forged-min", type=int, default=0)
     m.add_argument("--timeout", type=float, default=3.0)
     m.add_argument("--rtt", action="store_true", help="every backend wanted up has a probe RTT above 0")
+    m.add_argument("--totals", action="store_true", help="print the quicsteer_health_* families too")
     h = sub.add_parser("healthz")
     h.add_argument("port", type=int)
     h.add_argument("--want", type=int, required=True)
@@ -375,6 +458,11 @@ def main():
             p.add_argument("--expect", choices=["all-up", "avoided", "back"], required=True)
         else:
             p.add_argument("--victim", type=int, required=True)
+    d = sub.add_parser("probe-delivery")
+    d.add_argument("work")
+    d.add_argument("tag")
+    d.add_argument("--mode", choices=["l2", "vxlan"], required=True)
+    d.add_argument("--probe-port", type=int, default=61000)
     s = sub.add_parser("summary")
     s.add_argument("work")
     s.add_argument("tag")

@@ -18,12 +18,13 @@ scripts/bench.sh health (the fleet topology, tests/realquic/fleet_topology.sh).
       --src:--sport echoes a probe's CIDs (its DCID the probe's SCID and its
       SCID the probe's DCID), 1 otherwise.
   forge --dst ADDR [--dport 61000] [--src ADDR --sport PORT] --count N
-        [--over S]
-      N Version Negotiation packets with guessed CIDs (8 random octets each),
-      spread over S seconds (default 1), to --dst:--dport (the appliance's
-      probe port). With --src the datagrams claim that source (IP_TRANSPARENT
-      / IPV6_TRANSPARENT: root), e.g. the service address and port the
-      answers come from. Prints "sent N".
+        [--over S] [--dcid-prefix HEX]
+      N Version Negotiation packets with guessed CIDs (8 random octets each,
+      the DCID's first ones --dcid-prefix), spread over S seconds (default
+      1), to --dst:--dport (the appliance's probe port). With --src the
+      datagrams claim that source (IP_TRANSPARENT / IPV6_TRANSPARENT: root),
+      e.g. the service address and port the answers come from. Prints
+      "sent N".
   initials --dst ADDR [--dport 443] --rate R --seconds S
       New connection attempts: every 1/R s one QUIC v1 Initial of 1200
       octets (random 8-octet DCID, RFC 9000 14.1) from a fresh UDP socket
@@ -188,7 +189,8 @@ def cmd_forge(a):
     sent = 0
     gap = a.over / a.count if a.count else 0
     for _ in range(a.count):
-        if s.sendto(vn_payload(os.urandom(8), os.urandom(8)), (a.dst, a.dport)) > 0:
+        dcid = bytes.fromhex(a.dcid_prefix) + os.urandom(8 - len(a.dcid_prefix) // 2)
+        if s.sendto(vn_payload(dcid, os.urandom(8)), (a.dst, a.dport)) > 0:
             sent += 1
         time.sleep(gap)
     print(f"sent {sent}")
@@ -239,6 +241,7 @@ def main():
     f.add_argument("--sport", type=int, default=443)
     f.add_argument("--count", type=int, required=True)
     f.add_argument("--over", type=float, default=1.0)
+    f.add_argument("--dcid-prefix", default="", help="hex: the DCIDs' first octets (the rest random)")
     i = sub.add_parser("initials")
     i.add_argument("--dst", required=True)
     i.add_argument("--dport", type=int, default=443)
