@@ -41,11 +41,12 @@ prints what it found and exits 1 when an assertion fails.
       What a capture on a server's segment interface (both directions) saw
       of the health checks: probes in, answers out, per second, in octets
       on the wire.
-  first-elsewhere WORK TAG --victim N --since NS --profile FILE --cid-tool PATH
+  first-attempt WORK TAG --victim N --at elsewhere|victim --since NS
+                --profile FILE --cid-tool PATH
       The time (ns, CLOCK_REALTIME like the captures) of the first
       connection attempt after --since that the whole fleet's hash sends to
-      the victim and that reached another server; nothing printed (exit 1)
-      when there is none.
+      the victim and that reached another server (elsewhere) or the victim;
+      nothing printed (exit 1) when there is none.
 """
 import argparse
 import csv
@@ -351,11 +352,11 @@ def cmd_probe_delivery(a):
     return report(a.tag, failures)
 
 
-def cmd_first_elsewhere(a):
+def cmd_first_attempt(a):
     first, _ = attempts(a.work, a.tag, a.profile, a.cid_tool, a.probe_port)
     since = a.since / 1e9
     hits = sorted(ts for ts, n, pick in first.values()
-                  if ts >= since and pick == f"srv{a.victim}" and n != a.victim)
+                  if ts >= since and pick == f"srv{a.victim}" and (n != a.victim) == (a.at == "elsewhere"))
     if not hits:
         return 1
     print(int(hits[0] * 1e9))
@@ -444,7 +445,7 @@ def main():
     h.add_argument("--want", type=int, required=True)
     h.add_argument("--reason")
     h.add_argument("--timeout", type=float, default=3.0)
-    for name in ("placement", "first-elsewhere"):
+    for name in ("placement", "first-attempt"):
         p = sub.add_parser(name)
         p.add_argument("work")
         p.add_argument("tag")
@@ -458,6 +459,7 @@ def main():
             p.add_argument("--expect", choices=["all-up", "avoided", "back"], required=True)
         else:
             p.add_argument("--victim", type=int, required=True)
+            p.add_argument("--at", choices=["elsewhere", "victim"], required=True)
     d = sub.add_parser("probe-delivery")
     d.add_argument("work")
     d.add_argument("tag")
