@@ -131,7 +131,7 @@ def cmd_metrics(a):
     print("  metrics: health " + " ".join(f"{b}={health[b]}" for b in sorted(health)) +
           "; probe RTT " + " ".join(f"{b}={rtt[b]:.0f}us" for b in sorted(rtt)) + f"; answers unmatched {forged}")
     if totals and a.totals:
-        print("  metrics: " + ", ".join(f"{k} {v:g}" for k, v in sorted(totals.items())))
+        print("  metrics: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(totals.items())))
     failures = []
     for b, v in want.items():
         if health.get(b) != v:

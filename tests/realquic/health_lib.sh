@@ -11,6 +11,9 @@
 # QS_OUT and QS_METRICS name the running quicsteer's output and Prometheus
 # port (hl_start_quicsteer sets them).
 
+# realquic_lib.sh's rq_* run in "$(qsrq_ns NAME)": here the fleet's namespaces.
+qsrq_ns() { qsfl_ns "$@"; }
+
 # ---- servers: one process per server and family (each binds one address);
 # HL_PID[N$FAM] is its pid. Each start logs to a file of its own.
 declare -A HL_PID

@@ -78,7 +78,6 @@ done
 RQ_BUILD=$BUILD
 RQ_PREFIX=qshc$$
 RQ_WORK=$(mktemp -d /tmp/qshc-test.XXXXXX)
-qsrq_ns() { qsfl_ns "$@"; }
 QSRQ_VIP=$QSFL_VIP
 CHECK="python3 $SRC/tests/realquic/realquic_check.py"
 HCHECK="python3 $SRC/tests/realquic/health_check.py"
