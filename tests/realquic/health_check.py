@@ -13,6 +13,10 @@ prints what it found and exits 1 when an assertion fails.
       per stats period); prints each backend's health and probe RTT (--rtt:
       every backend wanted up has one), with --totals the health-check
       families.
+  telemetry SOCKET [--want srvN=up|down|unchecked,...] [--timeout S]
+      rte_telemetry's /quicsteer/backends (each backend's health and probe
+      rounds) and /quicsteer/health_checks on EAL's socket SOCKET, asked
+      until every backend's health is what --want says.
   healthz   PORT --want CODE [--reason TEXT] [--timeout S]
       /healthz until it answers CODE (and its body holds TEXT).
   placement WORK TAG --since NS [--until NS] --profile FILE --cid-tool PATH
@@ -166,6 +170,40 @@ def cmd_healthz(a):
     elif a.reason is not None and a.reason not in body:
         failures.append(f"/healthz says {body.strip()!r}, want {a.reason!r} in it")
     return report("healthz", failures)
+
+
+def telemetry(path, command):
+    """One rte_telemetry command's answer (EAL's socket
+    /var/run/dpdk/PREFIX/dpdk_telemetry.v2), as JSON."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(5)
+        s.connect(path)
+        s.recv(1 << 16)  # the greeting: version, pid, max_output_len
+        s.send(command.encode())
+        return json.loads(s.recv(1 << 20).decode())[command]
+
+
+def cmd_telemetry(a):
+    want = dict(kv.split("=") for kv in a.want.split(",")) if a.want else {}
+    deadline = time.monotonic() + a.timeout
+    while True:
+        try:
+            backends = telemetry(a.socket, "/quicsteer/backends")
+            totals = telemetry(a.socket, "/quicsteer/health_checks")
+        except (OSError, ValueError, KeyError) as e:
+            backends, totals = {}, {"failed": str(e)}
+        ok = all(backends.get(b, {}).get("health") == v for b, v in want.items())
+        if ok or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    print("  telemetry /quicsteer/backends: " + "; ".join(
+        f"{n} {b.get('state')} health {b.get('health')} rounds {b.get('probe_rounds_sent')}/"
+        f"{b.get('probe_rounds_answered')}/{b.get('probe_rounds_failed')} rtt {b.get('probe_rtt_us')} us"
+        for n, b in sorted(backends.items())))
+    print(f"  telemetry /quicsteer/health_checks: {json.dumps(totals)}")
+    failures = [f"backend {b}: health {backends.get(b, {}).get('health')} in telemetry, want {v}"
+                for b, v in want.items() if backends.get(b, {}).get("health") != v]
+    return report("telemetry", failures)
 
 
 # ---- captures in front of the servers
@@ -445,6 +483,10 @@ def main():
     h.add_argument("--want", type=int, required=True)
     h.add_argument("--reason")
     h.add_argument("--timeout", type=float, default=3.0)
+    tm = sub.add_parser("telemetry")
+    tm.add_argument("socket")
+    tm.add_argument("--want", default="")
+    tm.add_argument("--timeout", type=float, default=3.0)
     for name in ("placement", "first-attempt"):
         p = sub.add_parser(name)
         p.add_argument("work")

@@ -77,6 +77,7 @@ done
 
 RQ_BUILD=$BUILD
 RQ_PREFIX=qshc$$
+HL_FILE_PREFIX=qshc$$   # EAL's (hl_prefix)
 RQ_WORK=$(mktemp -d /tmp/qshc-test.XXXXXX)
 QSRQ_VIP=$QSFL_VIP
 CHECK="python3 $SRC/tests/realquic/realquic_check.py"
@@ -94,6 +95,7 @@ cleanup() {
   local rc=$?
   rq_stop_all
   qsfl_down
+  rm -rf "/var/run/dpdk/$HL_FILE_PREFIX"
   if [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; then rm -rf "$RQ_WORK"; else echo "health: files kept in $RQ_WORK"; fi
 }
 trap cleanup EXIT
@@ -221,8 +223,17 @@ fi
 # lists every backend active; health is quicsteer's run-time state.
 cp "$PROFILE" "$RQ_WORK/all-active.yaml"
 
+# hl_prefix FILE: the profile's EAL arguments with this run's --file-prefix,
+# so that its telemetry socket is its own.
+TELEMETRY=/var/run/dpdk/$HL_FILE_PREFIX/dpdk_telemetry.v2
+hl_prefix() {
+  sed -i "s/^\(eal: \[\)/\1\"--file-prefix\", \"$HL_FILE_PREFIX\", /" "$1"
+  grep -q "\"--file-prefix\", \"$HL_FILE_PREFIX\"" "$1" || { echo "health: could not give $1 a file prefix"; exit 1; }
+}
+
 # ---- a. start
 cp "$PROFILE" "$RQ_WORK/health.yaml"
+hl_prefix "$RQ_WORK/health.yaml"
 hl_log "a. quicsteer with $(basename "$PROFILE") (interval $(sed -n 's/^  interval_ms: *\([0-9]*\).*/\1/p' "$PROFILE") ms," \
   "rise $RISE, fall $FALL); $(ms_since "$start") ms so far"
 t0=$(date +%s%N)
@@ -244,6 +255,7 @@ hl_expect srv1 down "$FALL" "$t_kill" "the kill"
 t_down=${HL_T:-$(date +%s%N)}
 [ "$(hl_lines 'srv[023]' down)" -eq "$others_down" ] || fail "another backend was marked down too"
 check hl_metrics --want srv0=up,srv1=down,srv2=up,srv3=up
+check $HCHECK telemetry "$TELEMETRY" --want srv0=up,srv1=down,srv2=up,srv3=up
 hl_placed b avoided 1 "$t_down"
 check $HCHECK probe-delivery "$RQ_WORK" b-1 --mode l2 --probe-port "$PROBE_PORT"
 
@@ -365,6 +377,7 @@ if (n1, n2, n3) != (1, 1, 4):
     sys.exit(f"rewrites {n1, n2, n3}, want (1, 1, 4)")
 open(sys.argv[2], "w").write(text)
 PY
+hl_prefix "$RQ_WORK/vxlan.yaml"
 for ((n = 0; n < QSFL_NSERVERS; n++)); do hl_start gtlsserver "$n" v4 v6 || exit 1; done
 t0=$(date +%s%N)
 hl_captures vx-up || fail "the captures did not start"
