@@ -193,17 +193,24 @@ ok = sent1 > sent0 and span_s > 0
 traffic["probes_sent_per_s_all_backends"] = (sent1 - sent0) / span_s if ok else None
 traffic["probes_sent_per_s_per_backend"] = (sent1 - sent0) / span_s / nservers if ok else None
 traffic["probes_sent_span_s"] = span_s
+# What the schedule allows: the first failed round leaves within an
+# interval of the kill and is judged a timeout later, the fall-th one
+# (fall - 1) intervals after it; the first answered round leaves within an
+# interval of the server's return, the rise-th (rise - 1) intervals later.
+expected = {"kill_to_down_ms": [(fall - 1) * interval + timeout, fall * interval + timeout],
+            "bound_to_up_ms": [(rise - 1) * interval, rise * interval]}
 doc = {"benchmark": "health", "hardware": hw, "rounds": rounds, "attempts_per_s": rate,
        "health_checks": {"interval_ms": interval, "timeout_ms": timeout, "rise": rise, "fall": fall,
                          "targets": ["10.78.1.1:443", "[fd78:1::1]:443"]},
-       "backends": nservers, "detection": det, "per_round": per_round,
+       "backends": nservers, "detection": det, "expected_by_the_schedule_ms": expected, "per_round": per_round,
        "probe_traffic_per_backend": traffic}
 json.dump(doc, open(out, "w"), indent=2)
 print(f"{'measure':24} {'median ms (min..max)':>24}  rounds")
 for k in names:
     d = det[k]
     text = f"{d['median']:.0f} ({d['min']}..{d['max']})" if d["n"] else "-"
-    print(f"{k:24} {text:>24}  {d['n']}")
+    window = (f"  (the schedule: {expected[k][0]}..{expected[k][1]} plus the RTT)" if k in expected else "")
+    print(f"{k:24} {text:>24}  {d['n']}{window}")
 if traffic.get("probes_per_s"):
     print(f"probes per backend: {traffic['probes_per_s']:.1f}/s, {traffic['probe_octets_per_s']:.0f} octets/s on the "
           f"wire ({traffic['probe_frame_octets']:.0f} per frame); answers {traffic['answers_per_s']:.1f}/s, "
