@@ -737,7 +737,7 @@ class ProfileDecoder {
     if (p_.action.type != OwnerAction::kForward || p_.steering.backends.empty())
       d_.fail(f, "probes backends: needs action.type forward and a backends list");
     if (p_.action.delivery.mode == DeliveryMode::kAsIs)
-      d_.fail(f, "probes go by each backend's delivery: action.delivery.mode as-is names none (l2, ipip or vxlan)");
+      d_.fail(f, "probes go by each backend's delivery: action.delivery.mode as_is names none (l2, ipip or vxlan)");
     if (p_.steering.services.empty())
       d_.fail(f, "probes ask for a service's address: the profile lists no services");
     if (auto v = m.get("tap_port")) {

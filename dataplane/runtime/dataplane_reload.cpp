@@ -78,7 +78,16 @@ std::optional<std::string> Dataplane::follow_health() {
   for (const std::string& n : down) names.append(names.empty() ? "" : ", ").append(n);
   SteeringReload r = apply_steering(prepare_health(down));
   if (r.applied) ++health_rebuilds_;
-  return "health: backends down by their probes [" + names + "]: " + r.message;
+  // Failing open: some backend the checks find down still takes new
+  // connections, because leaving them all out would leave none.
+  const std::vector<BackendConfig>& operator_set = profile_.steering.backends;
+  const std::vector<BackendConfig> hashed = with_health(operator_set, health_down_);
+  bool fail_open = false;
+  for (std::size_t i = 0; i < hashed.size(); ++i)
+    fail_open = fail_open || (hashed[i].state == BackendState::kActive &&
+                              std::binary_search(down.begin(), down.end(), hashed[i].name));
+  return "health: backends down by their probes [" + names + "]" +
+         (fail_open ? " (every active one: the hash keeps the operator's set, failing open)" : "") + ": " + r.message;
 }
 
 Dataplane::PreparedSteering Dataplane::prepare(const Profile& next, std::vector<std::string> health_down) const {

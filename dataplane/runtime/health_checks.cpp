@@ -153,6 +153,13 @@ void HealthChecker::send(const HealthBook::Probe& p, std::uint64_t) {
   }
 }
 
+bool HealthChecker::has_sources() const {
+  std::array<std::uint8_t, 16> a{};
+  for (const HealthTarget& t : config_.targets)
+    if (!source_->read(t.ipv6, a.data())) return false;
+  return true;
+}
+
 unsigned HealthChecker::drain_answers(std::uint64_t now) {
   unsigned work = 0;
   for (auto& ring : answer_rings_) {
@@ -181,7 +188,10 @@ void HealthChecker::run() {
       // Answers first: one that came in time is not judged late.
       drain_answers(now);
       book_.expire(now);
-      book_.start_due(now, [&](const HealthBook::Probe& p) { send(p, now); });
+      // No round starts before the TAP has an address of every target's
+      // family (the operator or a routing daemon gives it one after the
+      // start): a probe that cannot leave says nothing of the backend.
+      if (has_sources()) book_.start_due(now, [&](const HealthBook::Probe& p) { send(p, now); });
       changes = book_.take_changes();
     }
     for (const HealthBook::Change& c : changes) {

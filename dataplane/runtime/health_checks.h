@@ -86,6 +86,7 @@ class HealthChecker {
   void run();
   void send(const HealthBook::Probe& p, std::uint64_t now_us);
   unsigned drain_answers(std::uint64_t now_us);
+  bool has_sources() const;  // the TAP has an address of every target's family
 
   HealthChecksConfig config_;
   std::uint16_t tx_port_id_;

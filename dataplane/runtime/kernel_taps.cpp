@@ -97,14 +97,15 @@ unsigned KernelTaps::send_probes() {
   if (!probes_) return 0;
   rte_mbuf* pkts[kBurst];
   const unsigned n = probes_->dequeue_burst(pkts, kBurst);
+  for (unsigned k = 0; k < n; ++k) tsan_acquire(pkts[k]);
   for (unsigned i = 0; i < n;) {
+    const std::uint16_t port = pkts[i]->port;
     unsigned j = i + 1;
-    while (j < n && pkts[j]->port == pkts[i]->port) ++j;
-    for (unsigned k = i; k < j; ++k) {
-      tsan_acquire(pkts[k]);
-      tsan_release(pkts[k]);
-    }
-    const unsigned sent = rte_eth_tx_burst(pkts[i]->port, tx_queue_, pkts + i, std::uint16_t(j - i));
+    while (j < n && pkts[j]->port == port) ++j;
+    // Nothing of these mbufs is read after this: the port's side (the
+    // driver, a test reading a ring port) takes them from here.
+    for (unsigned k = i; k < j; ++k) tsan_release(pkts[k]);
+    const unsigned sent = rte_eth_tx_burst(port, tx_queue_, pkts + i, std::uint16_t(j - i));
     if (sent < j - i) {
       probes_refused_.add(j - i - sent);
       rte_pktmbuf_free_bulk(pkts + i + sent, j - i - sent);

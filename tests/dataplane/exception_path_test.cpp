@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "dataplane/fastpath/tsan.h"
+#include "tests/dataplane/ring_port_frames.h"
 #include "tests/dataplane/scenario.h"
 #include "tests/traffic/frame.h"
 
@@ -61,13 +62,6 @@ std::string profile(const std::string& extra_port_keys, const std::string& polic
          "stats: {period_ms: 0}\n";
 }
 
-MacAddress mac_of_port(std::uint16_t port_id) {
-  rte_ether_addr a{};
-  rte_eth_macaddr_get(port_id, &a);
-  MacAddress m;
-  std::memcpy(m.data(), a.addr_bytes, 6);
-  return m;
-}
 
 const MacAddress kRouter = {0x02, 0, 0, 0x99, 0, 1};
 const MacAddress kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -172,13 +166,6 @@ class KernelSide {
   int ifindex_ = 0;
 };
 
-void inject(Dataplane& dp, RingPort& port, const Frame& f) {
-  bool segmented = false;
-  rte_mbuf* m = frame_to_mbuf(dp.pool(), f, 0, segmented);
-  ASSERT_NE(m, nullptr);
-  tsan_release(m);  // the test plays the NIC (tsan.h)
-  while (rte_ring_enqueue(port.rx(0), m) != 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
 
 // Waits until the receivers have taken `n` frames in all.
 void wait_received(Dataplane& dp, std::uint64_t n) {
@@ -195,19 +182,6 @@ const ExceptionSnapshot& row(const StatsSnapshot& s, const std::string& cls) {
 
 std::uint64_t drops(const StatsSnapshot& s, DropReason r) { return s.drops_total[std::size_t(r)]; }
 
-// What the port transmitted and nobody took: the kernel sends frames of its
-// own on a TAP that is up (IPv6 router solicitations, MLD), which leave on
-// TX queue 1 whenever they come. A ring port made by the test keeps them in
-// its rings after close, where the leak check would count them.
-void drain_tx(RingPort& port) {
-  for (unsigned q = 0; q < port.tx_count(); ++q) {
-    void* m = nullptr;
-    while (rte_ring_dequeue(port.tx(q), &m) == 0) {
-      tsan_acquire(m);
-      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    }
-  }
-}
 
 bool contains(const std::vector<Frame>& frames, const Frame& f) {
   for (const Frame& g : frames)

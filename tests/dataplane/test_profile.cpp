@@ -737,6 +737,79 @@ TEST(PeerSync, DecodesEveryFieldAndDumpsThem) {
   EXPECT_FALSE(qs::parse_profile(with_backends("  - {name: a, mac: " + kMac1 + "}\n"), "t.yaml").peer_sync.enabled);
 }
 
+// --- health_checks ----------------------------------------------------------------
+
+// A backend behind a port with a tap and services: health_checks on line 10,
+// `fields` from line 11.
+std::string with_health_checks(const std::string& fields, const std::string& port_keys = ", tx_queues: 2, tap: qs0",
+                               const std::string& mode = "l2") {
+  return "ports:\n  - {name: wire, device: net_null0" + port_keys +
+         "}\n"
+         "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n"
+         "services:\n  - {name: web, addresses: [10.0.9.1, \"fd00::9:1\"], udp_ports: [443, 8443]}\n"
+         "backends:\n  - {name: a, mac: \"02:00:00:00:00:01\", ipv4: 10.0.0.1}\n"
+         "action: {type: forward, tx_port: wire, delivery: {mode: " + mode +
+         ", source_ipv4: 10.0.0.254}}\n"
+         "health_checks:\n" + fields;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HealthChecks, RejectsBadProfile,
+    ::testing::Values(
+        BadProfile{"health_timeout_not_below_interval", with_health_checks("  interval_ms: 100\n  timeout_ms: 100\n"),
+                   "t.yaml:12:15: health_checks.timeout_ms", "below interval_ms"},
+        BadProfile{"health_rise_zero", with_health_checks("  rise: 0\n"), "t.yaml:11:9: health_checks.rise",
+                   "must be in 1..100"},
+        BadProfile{"health_without_tap", with_health_checks("  fall: 2\n", ", tx_queues: 2"), "t.yaml:11:3: health_checks",
+                   "no port has a tap"},
+        BadProfile{"health_without_probe_queue",
+                   "ports:\n  - {name: wire, device: net_null0, tx_queues: 2, tap: qs0}\n"
+                   "  - {name: servers, device: net_null1, rx_queues: 0, tx_queues: 1}\n"
+                   "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n"
+                   "services:\n  - {name: web, addresses: [10.0.9.1], udp_ports: [443]}\n"
+                   "backends:\n  - {name: a, mac: \"02:00:00:00:00:01\"}\n"
+                   "action: {type: forward, tx_port: servers, delivery: {mode: l2}}\n"
+                   "health_checks: {fall: 2}\n",
+                   "t.yaml:3:65: ports[1].tx_queues", "health_checks send their probes"},
+        BadProfile{"health_as_is", with_health_checks("  fall: 2\n", ", tx_queues: 2, tap: qs0", "as_is"),
+                   "t.yaml:11:3: health_checks", "as_is names none"},
+        BadProfile{"health_target_not_a_service", with_health_checks("  targets: [\"10.0.9.2:443\"]\n"),
+                   "t.yaml:11:13: health_checks.targets[0]", "no service's address"},
+        BadProfile{"health_target_twice", with_health_checks("  targets: [\"10.0.9.1:443\", \"10.0.9.1:443\"]\n"),
+                   "t.yaml:11:29: health_checks.targets[1]", "listed twice"},
+        BadProfile{"health_tap_port_unknown", with_health_checks("  tap_port: nic\n"),
+                   "t.yaml:11:13: health_checks.tap_port", "unknown port"},
+        BadProfile{"health_unknown_key", with_health_checks("  rate: 5\n"), "t.yaml:11:3: health_checks.rate",
+                   "unknown key"}),
+    case_name);
+
+TEST(HealthChecks, DecodesEveryFieldDefaultsTheTargetsAndDumpsThem) {
+  const qs::Profile d = qs::parse_profile(with_health_checks("  fall: 4\n"), "t.yaml");
+  const qs::HealthChecksConfig& x = d.health_checks;
+  ASSERT_TRUE(x.enabled);
+  EXPECT_EQ(x.interval_ms, 1000u);
+  EXPECT_EQ(x.timeout_ms, 500u);
+  EXPECT_EQ(x.rise, 2u);
+  EXPECT_EQ(x.fall, 4u);
+  EXPECT_EQ(x.probe_udp_port, 61000);
+  EXPECT_EQ(x.tap_port, 0);
+  ASSERT_EQ(x.targets.size(), 2u) << "the first service's first address of each family, its first port";
+  EXPECT_EQ(qs::health_target_text(x.targets[0]), "10.0.9.1:443");
+  EXPECT_EQ(qs::health_target_text(x.targets[1]), "[fd00::9:1]:443");
+  const qs::Profile p = qs::parse_profile(
+      with_health_checks("  interval_ms: 200\n  timeout_ms: 150\n  rise: 3\n  fall: 1\n  probes_per_s: 50\n"
+                         "  probe_udp_port: 7000\n  targets: [\"[fd00::9:1]:8443\"]\n  tap_port: wire\n"),
+      "t.yaml");
+  EXPECT_EQ(p.health_checks.interval_ms, 200u);
+  EXPECT_EQ(p.health_checks.probes_per_s, 50u);
+  ASSERT_EQ(p.health_checks.targets.size(), 1u);
+  EXPECT_TRUE(p.health_checks.targets[0].ipv6);
+  EXPECT_EQ(p.health_checks.targets[0].udp_port, 8443);
+  const qs::Profile again = qs::parse_profile(qs::dump_profile(p, qs::DumpKeys::kInFull), "dump.yaml");
+  EXPECT_EQ(qs::dump_profile(again, qs::DumpKeys::kInFull), qs::dump_profile(p, qs::DumpKeys::kInFull));
+  EXPECT_FALSE(qs::parse_profile(with_backends("  - {name: a, mac: " + kMac1 + "}\n"), "t.yaml").health_checks.enabled);
+}
+
 TEST(Backends, DecodesEveryField) {
   const qs::Profile p = qs::parse_profile(
       fleet(2,
@@ -1433,15 +1506,23 @@ TEST(ShippedProfiles, DemoSpellsOutEveryKey) {
 // the optional keys of action.delivery that it leaves commented.
 std::string demo_text() { return read_text(std::string(QS_SOURCE_DIR) + "/configs/demo.yaml"); }
 
-TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
+// The commented example of a top-level `key` in demo.yaml, uncommented:
+// from its "# key:" line to the first line that is no comment (or that
+// starts with `stop`).
+std::string demo_example(const std::string& key, const std::string& stop = "") {
   std::istringstream demo(demo_text());
   std::string line, example;
   bool inside = false;
   while (std::getline(demo, line)) {
-    if (line == "# backends:") inside = true;
-    if (inside && (line.rfind("#", 0) != 0 || line.rfind("# A reload", 0) == 0)) break;
+    if (line == "# " + key + ":") inside = true;
+    if (inside && (line.rfind("#", 0) != 0 || (!stop.empty() && line.rfind(stop, 0) == 0))) break;
     if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
   }
+  return example;
+}
+
+TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
+  const std::string example = demo_example("backends", "# A reload");
   ASSERT_FALSE(example.empty()) << "no '# backends:' example in demo.yaml";
   const std::string yaml = kPorts + kLcores + kSink +
                            "steering:\n  quic_lb: [{config_id: 0, server_id_len: 2, nonce_len: 6}]\n" + example;
@@ -1458,14 +1539,7 @@ TEST(ShippedProfiles, DemoBackendsExampleLoadsAndSpellsOutEveryKey) {
 }
 
 TEST(ShippedProfiles, DemoPeerSyncExampleLoadsAndSpellsOutEveryKey) {
-  std::istringstream demo(demo_text());
-  std::string line, example;
-  bool inside = false;
-  while (std::getline(demo, line)) {
-    if (line == "# peer_sync:") inside = true;
-    if (inside && line.rfind("#", 0) != 0) break;
-    if (inside) example += (line.size() > 2 ? line.substr(2) : std::string()) + "\n";
-  }
+  std::string example = demo_example("peer_sync");
   ASSERT_FALSE(example.empty()) << "no '# peer_sync:' example in demo.yaml";
   const auto key = example.find("<64 hex digits>");
   ASSERT_NE(key, std::string::npos);
@@ -1479,6 +1553,26 @@ TEST(ShippedProfiles, DemoPeerSyncExampleLoadsAndSpellsOutEveryKey) {
   }
   ASSERT_TRUE(p.peer_sync.enabled);
   expect_same_keys(YAML::Load(qs::dump_profile(p))["peer_sync"], YAML::Load(example)["peer_sync"], "peer_sync");
+}
+
+TEST(ShippedProfiles, DemoHealthChecksExampleLoadsAndSpellsOutEveryKey) {
+  const std::string example = demo_example("health_checks");
+  ASSERT_FALSE(example.empty()) << "no '# health_checks:' example in demo.yaml";
+  const std::string yaml =
+      "ports:\n  - {name: wire, device: net_null0, tx_queues: 2, tap: qs0}\n"
+      "lcores:\n  - {id: 1, rx: [\"wire:0\"], owner: true}\n"
+      "services:\n  - {name: web, addresses: [10.77.1.1, \"fd77:1::1\"], udp_ports: [443]}\n"
+      "backends:\n  - {name: a, mac: \"02:00:00:00:00:01\"}\n"
+      "action: {type: forward, tx_port: wire, delivery: {mode: l2}}\n" + example;
+  qs::Profile p;
+  try {
+    p = qs::parse_profile(yaml, "demo-health-checks.yaml");
+  } catch (const qs::ProfileError& e) {
+    FAIL() << e.what() << "\n" << yaml;
+  }
+  ASSERT_TRUE(p.health_checks.enabled);
+  expect_same_keys(YAML::Load(qs::dump_profile(p))["health_checks"], YAML::Load(example)["health_checks"],
+                   "health_checks");
 }
 
 TEST(ShippedProfiles, DemoDeliveryCommentsLoadAndSpellOutEveryKey) {
