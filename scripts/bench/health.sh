@@ -28,6 +28,13 @@
 #                                     bound to port 443
 #                restart_to_back_ms   -> the first attempt hashed to the
 #                                     victim that reached it again
+#   two_instances  what two instances that probe on their own disagree
+#              (tests/bench/health_disagreement: two checkers' HealthBooks on
+#              one made-up clock, each with its own phase, 400 deaths and
+#              returns at random moments): detection and the window in which
+#              one has marked the backend and the other not yet, median, p99
+#              and max, with the defaults (interval 1000 ms, timeout 500) and
+#              with this run's profile.
 #   probe_traffic  5 s with every backend up and no clients: what a capture
 #              on server 0's segment interface saw of the probes (in) and
 #              their answers (out), per second and in octets on the wire
@@ -63,7 +70,7 @@ done
 [[ $rate =~ ^[1-9][0-9]*$ ]] || { echo "bench health: --attempts-per-s wants a whole number >= 1" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "bench health: needs root (network namespaces)" >&2; exit 1; }
 bash scripts/setup.sh || exit 1
-build_bench "bench health" quicsteer quicsteer-server quicsteer-cid
+build_bench "bench health" quicsteer quicsteer-server quicsteer-cid tests/bench/health_disagreement
 
 SRC=$root
 BUILD=$(cd "$build" && pwd)
@@ -165,9 +172,16 @@ done
 sent1=$(probes_sent) t_sent1=$(date +%s%N)
 rq_stop_quicsteer || echo "bench health: quicsteer exited with an error"
 
+# ---- two instances' disagreement, with the defaults and with this profile
+"$BUILD/tests/bench/health_disagreement" 400 1000 500 2 3 >"$RQ_WORK/disagree-defaults.json" ||
+  echo "bench health: health_disagreement (defaults) failed"
+"$BUILD/tests/bench/health_disagreement" 400 "$INTERVAL" "$TIMEOUT" "$RISE" "$FALL" >"$RQ_WORK/disagree-profile.json" ||
+  echo "bench health: health_disagreement (profile) failed"
+
 mkdir -p "$(dirname "$json")"
 python3 - "$figures" "$RQ_WORK/traffic.json" "$json" "$hw" "$rounds" "$rate" "$INTERVAL" "$TIMEOUT" "$RISE" "$FALL" \
-  "${sent0:-0}" "${sent1:-0}" "$(( (t_sent1 - t_sent0) / 1000000 ))" "$QSFL_NSERVERS" <<'PY'
+  "${sent0:-0}" "${sent1:-0}" "$(( (t_sent1 - t_sent0) / 1000000 ))" "$QSFL_NSERVERS" \
+  "$RQ_WORK/disagree-defaults.json" "$RQ_WORK/disagree-profile.json" <<'PY'
 import json, statistics, sys
 figs, traffic_path, out, hw = sys.argv[1:5]
 rounds, rate, interval, timeout, rise, fall = (int(x) for x in sys.argv[5:11])
@@ -185,10 +199,15 @@ for k in names:
     xs = [r[k] for r in per_round if r[k] is not None]
     det[k] = ({"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)} if xs
               else {"median": None, "n": 0})
-try:
-    traffic = json.load(open(traffic_path))
-except (OSError, ValueError):
-    traffic = {}
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return {}
+
+
+traffic = load(traffic_path)
+two = {"defaults": load(sys.argv[15]), "profile": load(sys.argv[16])}
 ok = sent1 > sent0 and span_s > 0
 traffic["probes_sent_per_s_all_backends"] = (sent1 - sent0) / span_s if ok else None
 traffic["probes_sent_per_s_per_backend"] = (sent1 - sent0) / span_s / nservers if ok else None
@@ -203,7 +222,7 @@ doc = {"benchmark": "health", "hardware": hw, "rounds": rounds, "attempts_per_s"
        "health_checks": {"interval_ms": interval, "timeout_ms": timeout, "rise": rise, "fall": fall,
                          "targets": ["10.78.1.1:443", "[fd78:1::1]:443"]},
        "backends": nservers, "detection": det, "expected_by_the_schedule_ms": expected, "per_round": per_round,
-       "probe_traffic_per_backend": traffic}
+       "probe_traffic_per_backend": traffic, "two_instances": two}
 json.dump(doc, open(out, "w"), indent=2)
 print(f"{'measure':24} {'median ms (min..max)':>24}  rounds")
 for k in names:
@@ -218,5 +237,11 @@ if traffic.get("probes_per_s"):
 if traffic.get("probes_sent_per_s_all_backends"):
     print(f"quicsteer sent {traffic['probes_sent_per_s_all_backends']:.1f} probes/s for {nservers} backends "
           f"({traffic['probes_sent_per_s_per_backend']:.1f} each)")
+for name, d in two.items():
+    if d.get("down"):
+        print(f"two instances ({name}: interval {d['interval_ms']} ms, timeout {d['timeout_ms']} ms, "
+              f"{d['trials']} trials): a death detected in {d['down']['detect_ms_median']} ms median, the window "
+              f"{d['down']['window_ms_median']} ms median, {d['down']['window_ms_p99']} ms p99; a return "
+              f"{d['up']['detect_ms_median']} ms, window {d['up']['window_ms_median']} / {d['up']['window_ms_p99']} ms")
 print(f"written to {out}")
 PY

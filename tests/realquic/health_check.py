@@ -38,7 +38,7 @@ prints what it found and exits 1 when an assertion fails.
   summary   WORK TAG [--forged-min N] [--health srvN=up|down,...]
       quicsteer's end-of-run JSON (WORK/TAG-quicsteer.json): per backend its
       health and probe rounds, the health-check totals; no leaked mbuf, no
-      round deferred over the budget and no probe refused by the port, every
+      round deferred over the budget, no probe unsent or refused, every
       answer received matched or unmatched (--forged-min: at least that many
       unmatched), every backend probed and answered.
   probe-traffic PCAP --probe-port P --seconds S
@@ -442,8 +442,8 @@ def cmd_summary(a):
     if hc is None:
         failures.append("no health_checks section in the statistics")
         hc = {}
-    # probes_unsent is not: the rounds before the TAP has an address send nothing
-    for key in ("rounds_deferred", "probes_refused"):
+    # no round starts before the TAP has an address, so every probe leaves
+    for key in ("rounds_deferred", "probes_unsent", "probes_refused"):
         if hc.get(key, 0):
             failures.append(f"health_checks.{key} is {hc.get(key)}, want 0")
     if hc.get("answers_unmatched", 0) < a.forged_min:
