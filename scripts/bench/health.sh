@@ -15,8 +15,9 @@
 #              captures in front of the servers saw):
 #                kill_to_down_ms      SIGKILL of the victim's server processes
 #                                     -> quicsteer's line "backend srvN down
-#                                     after F failed probe rounds" (polled
-#                                     every 10 ms)
+#                                     after F failed probe rounds" (when it
+#                                     was written: each line is stamped as
+#                                     tail -F reads it)
 #                kill_to_elsewhere_ms -> the first attempt that the whole
 #                                     fleet's hash sends to the victim and
 #                                     that reached another server
@@ -105,6 +106,19 @@ sed '/server_id: "0a02"/a\    - {server_id: "0a03", owner: 1}\n    - {server_id:
 RQ_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 for ((n = 0; n < QSFL_NSERVERS; n++)); do hl_start quicsteer-server "$n" v4 v6 || exit 1; done
 hl_start_quicsteer "$profile" bench
+# Each line of quicsteer's output with the time it was written (tail follows
+# the file with inotify): when a backend was marked down or up, without the
+# latency of polling the file from a loaded shell.
+tail -n +1 -F "$QS_OUT" 2>/dev/null |
+  python3 -u -c 'import sys, time
+for line in sys.stdin: print(time.time_ns(), line, end="", flush=True)' >"$RQ_WORK/stamped.out" &
+RQ_PIDS+=($!)
+# stamped NAME STATE SINCE: when the first "backend NAME STATE after" line
+# after SINCE (ns) was written, or nothing.
+stamped() {
+  awk -v pat="quicsteer: health: backend $1 $2 after" -v since="$3" \
+    'index($0, pat) && $1 > since {print $1; exit}' "$RQ_WORK/stamped.out"
+}
 for ((n = 0; n < QSFL_NSERVERS; n++)); do
   hl_wait "srv$n" up 0 10 || { echo "bench health: srv$n never came up" >&2; exit 1; }
 done
@@ -142,7 +156,7 @@ for ((r = 1; r <= rounds; r++)); do
   t_kill=$(date +%s%N)
   hl_kill "$v" v4 v6
   t_down=
-  hl_wait "srv$v" down "$HL_BEFORE" 5 && t_down=$HL_T n_down=$HL_N
+  hl_wait "srv$v" down "$HL_BEFORE" 5 && n_down=$HL_N && sleep 0.05 && t_down=$(stamped "srv$v" down "$t_kill")
   wait "$sender"
   hl_captures_done
   t_else=$($HCHECK first-attempt "$RQ_WORK" "kill$r" --victim "$v" --at elsewhere --since "$t_kill" \
@@ -156,7 +170,7 @@ for ((r = 1; r <= rounds; r++)); do
   hl_start quicsteer-server "$v" v4 v6 || exit 1
   t_bound=$(date +%s%N)
   t_up=
-  hl_wait "srv$v" up "$HL_BEFORE" 5 && t_up=$HL_T n_up=$HL_N
+  hl_wait "srv$v" up "$HL_BEFORE" 5 && n_up=$HL_N && sleep 0.05 && t_up=$(stamped "srv$v" up "$t_restart")
   wait "$sender"
   hl_captures_done
   t_back=$($HCHECK first-attempt "$RQ_WORK" "back$r" --victim "$v" --at victim --since "$t_restart" \

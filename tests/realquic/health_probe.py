@@ -27,8 +27,9 @@ scripts/bench.sh health (the fleet topology, tests/realquic/fleet_topology.sh).
       "sent N".
   initials --dst ADDR [--dport 443] --rate R --seconds S
       New connection attempts: every 1/R s one QUIC v1 Initial of 1200
-      octets (random 8-octet DCID, RFC 9000 14.1) from a fresh UDP socket
-      (a new source port each), for S seconds. Prints "sent N".
+      octets (random 8-octet DCID and SCID, RFC 9000 14.1) from a fresh UDP
+      socket (a new source port each, which the kernel reuses in time), for
+      S seconds. Prints "sent N".
 """
 import argparse
 import os
@@ -199,7 +200,7 @@ def cmd_forge(a):
 
 def cmd_initials(a):
     fam = socket.AF_INET6 if ":" in a.dst else socket.AF_INET
-    head_len = 1 + 4 + 1 + 8 + 1 + 1
+    head_len = 1 + 4 + 1 + 8 + 1 + 8 + 1
     sent = 0
     t0 = time.monotonic()
     while True:
@@ -209,9 +210,13 @@ def cmd_initials(a):
             break
         if due > now:
             time.sleep(due - now)
-        dcid = os.urandom(8)
+        # a random SCID as well, as every client has: quicsteer's setup
+        # table keys a first Initial by 4-tuple and SCID, and the kernel
+        # reuses source ports, so without one a later attempt from a reused
+        # port would find an earlier one's entry instead of the hash
+        dcid, scid = os.urandom(8), os.urandom(8)
         length = 1200 - head_len - 2
-        p = (bytes([0xC3]) + struct.pack("!I", 1) + bytes([8]) + dcid + b"\0\0" +
+        p = (bytes([0xC3]) + struct.pack("!I", 1) + bytes([8]) + dcid + bytes([8]) + scid + b"\0" +
              struct.pack("!H", 0x4000 | length) + struct.pack("!I", 0) + bytes(length - 4))
         with socket.socket(fam, socket.SOCK_DGRAM) as s:
             s.sendto(p, (a.dst, a.dport))
