@@ -420,7 +420,7 @@ void print_counter_list(std::FILE* out) {
   list_fields(out, "backend", kBackendCounterFields);
   list_fields(out, "exception", kExceptionFields);
   list_fields(out, "peer_sync", kPeerSyncFields);
-  list_fields(out, "backend health", kBackendHealthFields);
+  list_fields(out, "backend_health", kBackendHealthFields);
   list_fields(out, "health_checks", kHealthChecksFields);
 }
 

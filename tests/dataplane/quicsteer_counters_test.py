@@ -24,10 +24,12 @@ BUILD, SOURCE = sys.argv[1], sys.argv[2]
 QUICSTEER = os.path.join(BUILD, "quicsteer")
 QUICGEN = os.path.join(BUILD, "quicgen")
 PREFIX = f"qs-counters-{os.getpid()}"
-SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend", "exception", "peer_sync")
-# The exception path's counters need a TAP (root, /dev/net/tun), peer sync's
-# a profile of its own: runs of their own (exception_run, peer_sync_run).
-MAIN_RUN_SCOPES = SCOPES[:-2]
+SCOPES = ("receive", "queue", "owner", "lcore", "ring", "port", "forwarding", "backend", "exception", "peer_sync",
+          "backend_health", "health_checks")
+# The exception path's and the health checks' counters need a TAP (root,
+# /dev/net/tun), peer sync's a profile of its own: runs of their own
+# (exception_run, peer_sync_run, health_run).
+MAIN_RUN_SCOPES = SCOPES[:-4]
 
 
 def profile_text(pcap, json_path, fleet):
@@ -53,7 +55,8 @@ def summary_blocks(text):
     headings = [(re.compile(r"^    exception \S+ (arp|nd|bgp|bfd|link|icmp|other) +\w+ \d"), "exception"), (re.compile(r"^    receive {2,}\S"), "receive"), (re.compile(r"^    queues {2,}\S"), "queue"),
                 (re.compile(r"^    owner {2,}\S"), "owner"), (re.compile(r"^    lcores {2,}\S"), "lcore"),
                 (re.compile(r"^    forwarding {2,}\S"), "forwarding"), (re.compile(r"^    ring \d+->\d+ "), "ring"),
-                (re.compile(r"^  port \S+ "), "port"), (re.compile(r"^    peer sync {2,}\S"), "peer_sync")]
+                (re.compile(r"^  port \S+ "), "port"), (re.compile(r"^    peer sync {2,}\S"), "peer_sync"),
+                (re.compile(r"^    health checks +\S"), "health_checks")]
     scope, in_backends = None, False
     for line in text.splitlines():
         if scope and line.startswith(" " * 16):
@@ -275,13 +278,67 @@ stats: {{period_ms: 100, json: "{json_path}"}}
     check(not missing, f"every peer_sync counter is in every output: missing {missing}")
 
 
+def health_run(tmp):
+    """Backends behind a port with a TAP and health checks: the TAP has no
+    address, so no round starts and every backend stays unchecked; each
+    backend is a row of the backend_health scope, and the checks one of the
+    health_checks scope, in every output, zeros included."""
+    tap = f"qsch{os.getpid() % 100000}"
+    json_path = os.path.join(tmp, "health.json")
+    prefix = PREFIX + "-h"
+    run = write(os.path.join(tmp, "health.yaml"), f"""eal: {eal(prefix)}
+ports:
+  - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
+mempool: {{mbufs: 4095, cache: 32}}
+lcores: [{{id: 1, rx: ["wire:0"], owner: true}}]
+services: [{{addresses: [10.9.9.9], udp_ports: [443]}}]
+backends:
+  - {{name: b0, mac: "02:00:00:09:00:10"}}
+  - {{name: b1, mac: "02:00:00:09:00:11"}}
+health_checks: {{interval_ms: 100, timeout_ms: 50}}
+action: {{type: forward, tx_port: wire, delivery: {{mode: l2}}}}
+polling: {{idle_sleep_us: 100}}
+telemetry: {{prometheus_listen: "127.0.0.1:0"}}
+stats: {{period_ms: 100, json: "{json_path}"}}
+""")
+    proc, out = start([QUICSTEER, "--", "--profile", run])
+    port = prometheus_port(out)
+    answers = wait_for("/quicsteer/health_checks and /quicsteer/backends to answer",
+                       lambda: telemetry(prefix, "/quicsteer/health_checks", "/quicsteer/backends"))
+    checks_tel = list(answers[0].values()) if answers else []
+    backends_tel = list(answers[1].values()) if answers else []
+    families, _, _ = scrape(port)
+    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
+    stop(proc, out)
+    check(proc.returncode == 0, f"quicsteer with health checks stops cleanly ({proc.returncode})")
+    with open(json_path) as f:
+        stats = json.load(f)
+    blocks = summary_blocks(out.text())
+    check(len(checks_tel) == 1 and len(blocks["health_checks"]) == 1 and "health_checks" in stats,
+          f"one health_checks row in telemetry ({len(checks_tel)}), the summary and the JSON")
+    check(len(backends_tel) == 2 and len(blocks["backend"]) == 2 and len(stats["backends"]) == 2,
+          "both backends in telemetry, the summary and the JSON")
+    check(all(b.get("health") == "unchecked" for b in stats["backends"] + backends_tel),
+          f"no address on the TAP: no round started, every backend unchecked: {stats['backends']}")
+    check(all("health unchecked" in b for b in blocks["backend"]), f"the summary's backend lines say so: {blocks['backend']}")
+    check(("quicsteer_backend_health", frozenset({("backend", "b0"), ("owner_lcore", "1"), ("health", "unchecked")}))
+          in scraped, "quicsteer_backend_health{health} in the scrape")
+    missing = missing_in_outputs("health_checks", [stats["health_checks"]] + checks_tel, blocks["health_checks"],
+                                 scraped, set())
+    missing += missing_in_outputs("backend_health", stats["backends"] + backends_tel, blocks["backend"], scraped,
+                                  {("backend", "b0")})
+    check(not missing, f"every health counter is in every output: missing {missing}")
+
+
 with tempfile.TemporaryDirectory() as tmp:
     peer_sync_run(tmp)
 
 if os.geteuid() == 0 and os.access("/dev/net/tun", os.R_OK | os.W_OK):
     with tempfile.TemporaryDirectory() as tmp:
         exception_run(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        health_run(tmp)
 else:
-    print("note: the exception scope's run needs root and /dev/net/tun; not run")
+    print("note: the exception and health scopes' runs need root and /dev/net/tun; not run")
 
 sys.exit(1 if failures else 0)
