@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh AREA [--json FILE]  — AREA is rings, steering, e2e, ringloop, scale, forwarding, pktgen, realquic, scaleout, capture or afxdp.
+# scripts/bench.sh AREA [--json FILE]  — AREA is rings, steering, e2e, ringloop, scale, forwarding, pktgen, realquic, scaleout, capture, afxdp or health.
 # Each area's driver lives in scripts/bench/AREA.sh; this only dispatches.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

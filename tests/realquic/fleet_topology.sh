@@ -27,6 +27,20 @@
 #            and ip6tnl0 up, which decapsulate IPv4-in-IPv4 and
 #            IPv6-in-IPv6 to its addresses
 #
+# For the health checks (tests/realquic/health_test.sh), optionally:
+# qsfl_appliance_up makes quicsteer's RX port qsfl-rx invisible to the kernel
+# of $P-qs (no ARP, no IPv6, an nftables netdev ingress chain that drops
+# every frame; quicsteer's af_packet sockets see them first) and routes the
+# appliance's own addresses 10.78.9.2 and fd78:9::2 on the router out of
+# qsfl-ro to a static neighbour, the port's MAC (qsfl-rx's, which the TAP
+# takes); once quicsteer has made its TAP qsfl-k (the profile's
+# `ports[].tap`), qsfl_tap_up gives it those addresses (IPv6 on for the TAP
+# alone) and a default route through the router's qsfl-ro (a static
+# neighbour 10.78.9.1 / fd78:9::1 with qsfl-ro's MAC; the router holds no
+# address on that link). The servers' answers to quicsteer's probes, from
+# the service address to 10.78.9.2 / fd78:9::2, go back through the router
+# to quicsteer's RX port, as a VIP's answers would to an appliance's address.
+#
 # The fleet segment carries MTU 1600 (a VXLAN-encapsulated 1500-octet client
 # packet is 1550 octets over IPv4, 1570 over IPv6; ipip makes 1520 and 1540).
 # IPv6 is on only in the client, router and server namespaces, without router
@@ -52,6 +66,11 @@ QSFL_TX_ADDR6=fd78:2::2
 QSFL_NSERVERS=4
 QSFL_VNI=42
 QSFL_SEG_MTU=1600
+QSFL_QS_TAP=qsfl-k                  # quicsteer's TAP (ports[].tap of the wire port)
+QSFL_QS_ADDR=10.78.9.2              # the appliance's own addresses, on the TAP
+QSFL_QS_ADDR6=fd78:9::2
+QSFL_QS_GW=10.78.9.1                # its next hop: the router's qsfl-ro (a static neighbour)
+QSFL_QS_GW6=fd78:9::1
 
 qsfl_ns() { echo "$QSFL_PREFIX-$1"; }
 qsfl_srv_addr() { echo "10.78.2.1$1"; }
@@ -363,6 +382,56 @@ qsfl_standin() {
       ;;
     *) echo "qsfl_standin: l2, vxlan, ipip or off, not '$mode'"; return 1 ;;
   esac
+}
+
+# qsfl_appliance_up: (after qsfl_up, before quicsteer starts) quicsteer's RX
+# port qsfl-rx hidden from the kernel of $P-qs as a NIC bound to a DPDK
+# driver is, and the router's routes to the appliance's own addresses
+# 10.78.9.2 and fd78:9::2: out of qsfl-ro to the port's MAC, a static
+# neighbour (nothing answers ARP or ND for them but quicsteer's TAP, which
+# qsfl_tap_up sets up once quicsteer runs).
+qsfl_appliance_up() {
+  local qs rt
+  qs=$(qsfl_ns qs); rt=$(qsfl_ns rt)
+  ip -n "$qs" link set qsfl-rx arp off || return 1
+  ip netns exec "$qs" nft -f - <<EOF || return 1
+table netdev qsfl_nic {
+  chain ingress {
+    type filter hook ingress device "qsfl-rx" priority 0; policy drop;
+  }
+}
+EOF
+  ip -n "$rt" route replace "$QSFL_QS_ADDR/32" dev qsfl-ro || return 1
+  ip -n "$rt" -6 route replace "$QSFL_QS_ADDR6/128" dev qsfl-ro || return 1
+  ip -n "$rt" neigh replace "$QSFL_QS_ADDR" lladdr "$QSFL_VIP_MAC" nud permanent dev qsfl-ro || return 1
+  ip -n "$rt" neigh replace "$QSFL_QS_ADDR6" lladdr "$QSFL_VIP_MAC" nud permanent dev qsfl-ro || return 1
+}
+
+# qsfl_tap_up [SECONDS]: once quicsteer has made its TAP qsfl-k (at most
+# SECONDS, default 10), the appliance's addresses on it, IPv6 on for it alone
+# (no link-local address, DAD or router solicitations), and default routes
+# through the router's qsfl-ro (static neighbours). The TAP goes when
+# quicsteer exits; each start needs this again.
+qsfl_tap_up() {
+  local qs i
+  qs=$(qsfl_ns qs)
+  for ((i = 0; i < ${1:-10} * 20; i++)); do
+    ip -n "$qs" link show "$QSFL_QS_TAP" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  ip -n "$qs" link show "$QSFL_QS_TAP" >/dev/null 2>&1 || { echo "fleet: quicsteer made no TAP $QSFL_QS_TAP"; return 1; }
+  ip -n "$qs" link set "$QSFL_QS_TAP" addrgenmode none 2>/dev/null
+  ip netns exec "$qs" sysctl -q -w "net.ipv6.conf.$QSFL_QS_TAP.accept_dad=0" \
+    "net.ipv6.conf.$QSFL_QS_TAP.router_solicitations=0" "net.ipv6.conf.$QSFL_QS_TAP.accept_ra=0" \
+    "net.ipv6.conf.$QSFL_QS_TAP.disable_ipv6=0" || return 1
+  qsfl_no_offload "$qs" "$QSFL_QS_TAP"
+  ip -n "$qs" link set "$QSFL_QS_TAP" up || return 1
+  ip -n "$qs" addr replace "$QSFL_QS_ADDR/24" dev "$QSFL_QS_TAP" || return 1
+  ip -n "$qs" addr replace "$QSFL_QS_ADDR6/64" dev "$QSFL_QS_TAP" nodad || return 1
+  ip -n "$qs" neigh replace "$QSFL_QS_GW" lladdr "$QSFL_RT_OUT_MAC" nud permanent dev "$QSFL_QS_TAP" || return 1
+  ip -n "$qs" neigh replace "$QSFL_QS_GW6" lladdr "$QSFL_RT_OUT_MAC" nud permanent dev "$QSFL_QS_TAP" || return 1
+  ip -n "$qs" route replace default via "$QSFL_QS_GW" dev "$QSFL_QS_TAP" || return 1
+  ip -n "$qs" -6 route replace default via "$QSFL_QS_GW6" dev "$QSFL_QS_TAP" || return 1
 }
 
 qsfl_down() {

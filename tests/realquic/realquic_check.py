@@ -5,7 +5,7 @@ namespaces' captures saw. Each subcommand prints what it found and exits 1
 when an assertion fails.
 
   transfers WORK TAG --ndown N --nup N --migration none|port|address|rebind --expect ok|some-fail
-            [--server-log quicsteer|none]
+            [--server-log quicsteer|none] [--file NAME]
   counts    WORK TAG [--min-migrations N] [--forwarding on|off] [--routed-min METHOD=N]... [--routed-max METHOD=N]...
   owners    WORK TAG --cid-len N --expect own|misrouted [--connections N] [--moved PHASE:N]
   cids      WORK --cid-tool PATH --cr N --sid-len N --nonce-len N [--key HEX]
@@ -162,14 +162,14 @@ def cmd_transfers(a):
         for line in f:
             name, rc, ms = line.rstrip("\n").split("\t")
             results[name] = (int(rc), int(ms))
-    want = sha256_file(os.path.join(a.work, "www", "file5m"))
+    want = sha256_file(os.path.join(a.work, "www", a.file))
     ok_count, rows = 0, []
     names = [f"down{i}" for i in range(a.ndown)] + [f"up{i}" for i in range(a.nup)]
     for name in names:
         rc, ms = results.get(name, (None, 0))
         d = os.path.join(a.work, f"{a.tag}-dl", name)
         if name.startswith("down"):
-            got = os.path.join(d, "file5m")
+            got = os.path.join(d, a.file)
             size = os.path.getsize(got) if os.path.exists(got) else 0
             ok = os.path.exists(got) and sha256_file(got) == want
             detail = f"{size} octets, sha256 {'matches' if ok else 'DIFFERS'}"
@@ -450,6 +450,8 @@ def main():
     t.add_argument("--migration", choices=["none", "port", "address", "rebind"], required=True)
     t.add_argument("--expect", choices=["ok", "some-fail"], required=True)
     t.add_argument("--server-log", choices=["quicsteer", "none"], default="quicsteer")
+    # the file of $WORK/www the downloads fetched (health_test.sh: a small one)
+    t.add_argument("--file", default="file5m")
     c = sub.add_parser("counts")
     c.add_argument("work")
     c.add_argument("tag")
