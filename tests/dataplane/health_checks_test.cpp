@@ -295,7 +295,18 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
     EXPECT_EQ(fleet.connections[2], 0u) << "still no new connection to the dead backend after a reload";
     EXPECT_EQ(fleet.connections[3], 0u) << "nor to the draining one";
     EXPECT_EQ(fleet.connections[0] + fleet.connections[1], 200u);
+    // The operator's down wins over health: b1 answers its probes (up)
+    // and takes nothing.
     next.steering.backends[3].state = BackendState::kActive;
+    next.steering.backends[1].state = BackendState::kDown;
+    ASSERT_TRUE(dp.reload_steering(next).applied);
+    fleet.connections.clear();
+    fleet.connect(200, 26000);
+    fleet.run_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(health_of(dp, 1), "up") << "still probed, and it answers";
+    EXPECT_EQ(fleet.connections[1], 0u) << "down by the operator: no new connection, whatever its health";
+    EXPECT_EQ(fleet.connections[2], 0u);
+    next.steering.backends[1].state = BackendState::kActive;
     ASSERT_TRUE(dp.reload_steering(next).applied);
   }
 
