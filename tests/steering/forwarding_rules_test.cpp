@@ -17,6 +17,7 @@
 #include "steering/packet_classifier.h"
 #include "tests/steering/classify_burst.h"
 #include "tests/traffic/frame.h"
+#include "tests/traffic/quic_packets.h"
 #include "tests/traffic/quic_traffic.h"
 #include "tests/traffic/quic_wire.h"
 
@@ -25,6 +26,7 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 using traffic::IpAddress;
+using traffic::random_cid;
 
 // ---------------------------------------------------------------- the table
 
@@ -288,35 +290,10 @@ Bytes frame_of(const Tuple& t, const Bytes& quic) {
 // `initial_payload` makes a smaller one.
 Bytes long_packet(const Tuple& t, traffic::LongType type, const Bytes& dcid, const Bytes& scid,
                   std::size_t initial_payload = ForwardingTables::kMinInitialDatagram) {
-  traffic::LongHeader h;
-  h.type = type;
-  h.dcid = dcid;
-  h.scid = scid;
-  std::size_t pn_offset = 0;
-  std::size_t payload = 40;
-  Bytes q = traffic::build_long_header(h, payload, &pn_offset);
-  if (type == traffic::LongType::kInitial && q.size() + payload < initial_payload) {
-    payload = initial_payload - q.size();
-    q = traffic::build_long_header(h, payload, &pn_offset);
-  }
-  q.resize(q.size() + payload, 0x5a);
-  return frame_of(t, q);
+  return frame_of(t, traffic::long_header_packet(type, dcid, scid, initial_payload));
 }
 
-Bytes short_packet(const Tuple& t, const Bytes& dcid) {
-  // First octet, DCID, 30 octets of payload. (Built in place: GCC 12's
-  // -Warray-bounds misreads an insert into a one-octet vector under -O2.)
-  Bytes q(1 + dcid.size() + 30, 0xa5);
-  q[0] = 0x41;
-  std::copy(dcid.begin(), dcid.end(), q.begin() + 1);
-  return frame_of(t, q);
-}
-
-Bytes cid_of(std::mt19937_64& rng, std::size_t len) {
-  Bytes c(len);
-  for (auto& b : c) b = std::uint8_t(rng());
-  return c;
-}
+Bytes short_packet(const Tuple& t, const Bytes& dcid) { return frame_of(t, traffic::short_header_packet(dcid)); }
 
 // A connection's first Initial (odcid), its Handshake to the server's CID
 // and a short header, classified in one burst.
@@ -343,7 +320,7 @@ class Rules : public ::testing::Test {
   // A random CID the hash sends to `owner` (or away from it).
   Bytes cid_hashed_to(std::uint16_t owner, bool to, std::size_t len = 8) {
     for (;;) {
-      Bytes c = cid_of(rng_, len);
+      Bytes c = random_cid(rng_, len);
       if ((hashed(c) == owner) == to) return c;
     }
   }
@@ -360,7 +337,7 @@ class Rules : public ::testing::Test {
 // switch to another of the server's CIDs, and an active migration.
 TEST_F(Rules, AConnectionStaysWithTheOwnerOfItsFirstInitial) {
   const Tuple t;
-  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const Bytes odcid = random_cid(rng_, 12), scid = random_cid(rng_, 8);
   const std::uint16_t owner = hashed(odcid);
   // The server's CID would hash to the other owner: without tables the
   // connection splits.
@@ -447,11 +424,8 @@ Bytes icmp_error_about(const Bytes& quoted, bool v6, std::size_t quote = 200) {
 
 // The server's reply to a client: from the VIP's port 443 to the client's.
 Bytes server_reply(const Tuple& t, const Bytes& client_cid) {
-  Bytes q(1 + client_cid.size() + 1200, 0xa5);
-  q[0] = 0x41;
-  std::copy(client_cid.begin(), client_cid.end(), q.begin() + 1);
-  return traffic::build_udp_frame(traffic::L2Header{}, t.client.v6 ? kServer6 : kServer, 443, t.client, t.port, q,
-                                  1, 0);
+  return traffic::build_udp_frame(traffic::L2Header{}, t.client.v6 ? kServer6 : kServer, 443, t.client, t.port,
+                                  traffic::short_header_packet(client_cid, 1200), 1, 0);
 }
 
 SteeringConfig with_service(SteeringConfig c) {
@@ -478,7 +452,7 @@ TEST(RulesIcmp, AnErrorToTheVipReachesTheOwnerOfTheConnectionItQuotes) {
     std::mt19937_64 rng(5);
     Tuple t;
     if (v6) t.client = traffic::TrafficOptions::ipv6_address("2001:db8:1::7");
-    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const Bytes odcid = random_cid(rng, 12), scid = random_cid(rng, 8), server_cid = random_cid(rng, 8);
     LearnCounts counts;
     const std::vector<Decision> hs = handshake_in_one_burst(classifier, t, odcid, scid, server_cid, counts);
     const std::uint16_t owner = hs.back().resolution.owner_index;
@@ -541,7 +515,7 @@ TEST(RulesIcmp, AQuotedLongHeaderIsRoutedByItsServersCid) {
 // earlier ones taught.
 TEST_F(Rules, ABurstLearnsInArrivalOrder) {
   const Tuple t;
-  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const Bytes odcid = random_cid(rng_, 12), scid = random_cid(rng_, 8);
   const std::uint16_t owner = hashed(odcid);
   const Bytes server_cid = cid_hashed_to(owner, false);
   const std::vector<Decision> out = handshake_in_one_burst(classifier_, t, odcid, scid, server_cid, counts_);
@@ -570,13 +544,13 @@ TEST(RulesBurst, AFailedDecodeKeepsItsPlaceInArrivalOrder) {
   PacketClassifier plain(two_owners(false));
   std::mt19937_64 rng(3);
   const Tuple t;
-  Bytes odcid = cid_of(rng, 17);
+  Bytes odcid = random_cid(rng, 17);
   odcid[0] &= 0x1f;  // codepoint 0: the encrypted config's
-  const Bytes scid = cid_of(rng, 8);
+  const Bytes scid = random_cid(rng, 8);
   const std::uint16_t owner = plain.resolver().fallback_owner_for_dcid(odcid.data(), odcid.size());
   Bytes server_cid;
   do {
-    server_cid = cid_of(rng, 8);
+    server_cid = random_cid(rng, 8);
     server_cid[0] = std::uint8_t(0x20 | (server_cid[0] & 0x1f));  // codepoint 1: no config
   } while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == owner);
   LearnCounts counts;
@@ -606,7 +580,7 @@ TEST(RulesFull, AFullTableFallsBackToTheHashAndKeepsWhatItHas) {
   for (int i = 0; i < 100 && counts.table_full == 0; ++i) {
     Tuple t;
     t.port = std::uint16_t(20000 + i);
-    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const Bytes odcid = random_cid(rng, 12), scid = random_cid(rng, 8), server_cid = random_cid(rng, 8);
     const auto f1 = long_packet(t, traffic::LongType::kInitial, odcid, scid);
     const std::uint16_t owner = c.classify(f1.data(), f1.size(), 0, &counts).resolution.owner_index;
     const unsigned full_before = counts.table_full;
@@ -630,14 +604,14 @@ TEST(RulesFull, AFullTableFallsBackToTheHashAndKeepsWhatItHas) {
 // connection that keeps sending keeps its entries.
 TEST_F(Rules, EntriesAgeWithTheIdleTimeout) {
   const Tuple t;
-  const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+  const Bytes odcid = random_cid(rng_, 12), scid = random_cid(rng_, 8);
   const std::uint16_t owner = hashed(odcid);
   const Bytes busy_cid = cid_hashed_to(owner, false);
   route(long_packet(t, traffic::LongType::kInitial, odcid, scid), 1000);
   route(long_packet(t, traffic::LongType::kHandshake, busy_cid, scid), 1000);
   Tuple quiet_tuple;
   quiet_tuple.port = 40001;
-  const Bytes odcid2 = cid_of(rng_, 12), scid2 = cid_of(rng_, 8);
+  const Bytes odcid2 = random_cid(rng_, 12), scid2 = random_cid(rng_, 8);
   const Bytes quiet_cid = cid_hashed_to(hashed(odcid2), false);
   route(long_packet(quiet_tuple, traffic::LongType::kInitial, odcid2, scid2), 1000);
   route(long_packet(quiet_tuple, traffic::LongType::kHandshake, quiet_cid, scid2), 1000);
@@ -669,7 +643,7 @@ TEST_F(Rules, AFloodOfInitialsDoesNotEvictEstablishedConnections) {
   for (int i = 0; i < 200; ++i) {
     Tuple t;
     t.port = std::uint16_t(30000 + i);
-    const Bytes odcid = cid_of(rng_, 12), scid = cid_of(rng_, 8);
+    const Bytes odcid = random_cid(rng_, 12), scid = random_cid(rng_, 8);
     const std::uint16_t owner = hashed(odcid);
     const Bytes server_cid = cid_hashed_to(owner, false);
     route(long_packet(t, traffic::LongType::kInitial, odcid, scid));
@@ -682,7 +656,8 @@ TEST_F(Rules, AFloodOfInitialsDoesNotEvictEstablishedConnections) {
     Tuple t;
     t.client = IpAddress::v4(100, std::uint8_t(rng_()), std::uint8_t(rng_()), std::uint8_t(rng_()));
     t.port = std::uint16_t(rng_());
-    route(long_packet(t, traffic::LongType::kInitial, cid_of(rng_, 8 + rng_() % 13), cid_of(rng_, rng_() % 21)));
+    route(long_packet(t, traffic::LongType::kInitial, random_cid(rng_, 8 + rng_() % 13),
+                      random_cid(rng_, rng_() % 21)));
   }
   EXPECT_EQ(counts_.learned, before.learned) << "single Initials teach the established table nothing";
   EXPECT_EQ(tables_.established().size(), entries);
@@ -709,10 +684,10 @@ NewConnections open_connections_of_others(PacketClassifier& c, ForwardingTables&
     Tuple t;
     t.client = IpAddress::v4(10, 1, std::uint8_t(i / 200), std::uint8_t(i % 200 + 1));
     t.port = std::uint16_t(30000 + i);
-    const Bytes odcid = cid_of(rng, 12), client_scid = cid_of(rng, 8);
+    const Bytes odcid = random_cid(rng, 12), client_scid = random_cid(rng, 8);
     const std::uint16_t target = route(long_packet(t, traffic::LongType::kInitial, odcid, client_scid)).owner_index;
     Bytes server_cid;
-    do server_cid = cid_of(rng, 8);
+    do server_cid = random_cid(rng, 8);
     while (plain.resolver().fallback_owner_for_dcid(server_cid.data(), server_cid.size()) == target);
     Tuple rebound = t;
     rebound.port = std::uint16_t(40000 + i);
@@ -765,12 +740,12 @@ TEST(RulesFlood, OneClientWithFreshDcidsCannotFillTheTable) {
   Tuple attacker;
   attacker.client = IpAddress::v4(10, 66, 0, 1);
   attacker.port = 4444;
-  const Bytes scid = cid_of(rng, 8);
+  const Bytes scid = random_cid(rng, 8);
   const std::uint16_t owner =
-      route(long_packet(attacker, traffic::LongType::kInitial, cid_of(rng, 12), scid)).owner_index;
+      route(long_packet(attacker, traffic::LongType::kInitial, random_cid(rng, 12), scid)).owner_index;
   // One frame of each kind, its DCID rewritten in place for each packet.
-  Bytes frames[2] = {long_packet(attacker, traffic::LongType::kHandshake, cid_of(rng, 8), scid),
-                     short_packet(attacker, cid_of(rng, 8))};
+  Bytes frames[2] = {long_packet(attacker, traffic::LongType::kHandshake, random_cid(rng, 8), scid),
+                     short_packet(attacker, random_cid(rng, 8))};
   std::size_t dcid_at[2];
   for (int k = 0; k < 2; ++k) {
     const Decision d = plain.classify(frames[k].data(), frames[k].size());
@@ -819,10 +794,10 @@ FloodOutcome flood_from_one_host(std::uint32_t per_source) {
   attacker.client = IpAddress::v4(10, 66, 0, 1);
   for (unsigned port = 0; port < 25000; ++port) {
     attacker.port = std::uint16_t(1024 + port);
-    const Bytes scid = cid_of(rng, 8);
-    route(long_packet(attacker, traffic::LongType::kInitial, cid_of(rng, 12), scid));
-    for (int i = 0; i < 4; ++i) route(long_packet(attacker, traffic::LongType::kHandshake, cid_of(rng, 8), scid));
-    for (int i = 0; i < 7; ++i) route(short_packet(attacker, cid_of(rng, 8)));
+    const Bytes scid = random_cid(rng, 8);
+    route(long_packet(attacker, traffic::LongType::kInitial, random_cid(rng, 12), scid));
+    for (int i = 0; i < 4; ++i) route(long_packet(attacker, traffic::LongType::kHandshake, random_cid(rng, 8), scid));
+    for (int i = 0; i < 7; ++i) route(short_packet(attacker, random_cid(rng, 8)));
   }
   out.entries = tables.established().size();
   const NewConnections others = open_connections_of_others(c, tables, plain, rng, out.counts);
@@ -860,7 +835,7 @@ TEST(RulesFlood, OnlyAFullSizeInitialOpensASetupEntry) {
   std::mt19937_64 rng(14);
   LearnCounts counts;
   Tuple t;
-  const Bytes small = long_packet(t, traffic::LongType::kInitial, cid_of(rng, 12), cid_of(rng, 8),
+  const Bytes small = long_packet(t, traffic::LongType::kInitial, random_cid(rng, 12), random_cid(rng, 8),
                                   ForwardingTables::kMinInitialDatagram - 1);
   const Decision d = c.classify(small.data(), small.size(), 0, &counts);
   ASSERT_EQ(d.packet.verdict, Verdict::kQuic);
@@ -870,7 +845,7 @@ TEST(RulesFlood, OnlyAFullSizeInitialOpensASetupEntry) {
   EXPECT_EQ(counts.setups, 0u);
   EXPECT_EQ(tables.setup().size(), 0u);
   t.port = 40001;
-  const Bytes full = long_packet(t, traffic::LongType::kInitial, cid_of(rng, 12), cid_of(rng, 8));
+  const Bytes full = long_packet(t, traffic::LongType::kInitial, random_cid(rng, 12), random_cid(rng, 8));
   c.classify(full.data(), full.size(), 0, &counts);
   EXPECT_EQ(counts.undersized_initials, 1u);
   EXPECT_EQ(counts.setups, 1u);
@@ -962,7 +937,7 @@ TEST(RulesRetired, AnEntryOfARemovedBackendIsAMissAndIsSweptOut) {
   for (std::uint16_t port = 1000; connections.size() < 60; ++port) {
     Tuple t;
     t.port = port;
-    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const Bytes odcid = random_cid(rng, 12), scid = random_cid(rng, 8), server_cid = random_cid(rng, 8);
     const std::vector<Decision> out = handshake_in_one_burst(old_classifier, t, odcid, scid, server_cid, counts);
     ASSERT_EQ(out[2].resolution.how, ResolveMethod::kLearnedCid);
     connections.push_back({t, server_cid, out[0].resolution.backend});
@@ -1068,7 +1043,7 @@ unsigned moved_after_tier_change(FallbackHash hash, unsigned connections, unsign
     Tuple t;
     t.client = IpAddress::v4(10, 1, std::uint8_t(i >> 8), std::uint8_t(i));
     t.port = std::uint16_t(20000 + i);
-    const Bytes odcid = cid_of(rng, 12), scid = cid_of(rng, 8), server_cid = cid_of(rng, 8);
+    const Bytes odcid = random_cid(rng, 12), scid = random_cid(rng, 8), server_cid = random_cid(rng, 8);
     const auto on = [&](PacketClassifier& c, const Bytes& f) { return c.classify(f.data(), f.size(), 0, &counts).resolution; };
     const Resolution opened = on(first, long_packet(t, traffic::LongType::kInitial, odcid, scid));
     EXPECT_EQ(opened.how, hash == FallbackHash::kDcid ? ResolveMethod::kFallbackDcid : ResolveMethod::kFallbackTuple);
@@ -1125,7 +1100,7 @@ TEST(RulesTierChange, WithoutTablesTheTupleHashRoutesWhatQuicLbCannot) {
   // CIDs of codepoint 2, which has no QUIC-LB config: 8 octets long
   // (short_dcid_len), routable by no server ID.
   const auto unroutable = [&] {
-    Bytes c = cid_of(rng, 8);
+    Bytes c = random_cid(rng, 8);
     c[0] = std::uint8_t(0x40 | (c[0] & 0x1f));
     return c;
   };
@@ -1219,7 +1194,7 @@ TEST(ForwardingTableSync, TheLogHoldsWhatTheEstablishedTableLearned) {
   LearnCounts counts;
   counts.log = &log;
   const std::vector<Decision> out =
-      handshake_in_one_burst(classifier, Tuple{}, cid_of(rng, 12), cid_of(rng, 8), cid_of(rng, 8), counts);
+      handshake_in_one_burst(classifier, Tuple{}, random_cid(rng, 12), random_cid(rng, 8), random_cid(rng, 8), counts);
   ASSERT_EQ(counts.learned, 2u) << "the server's CID and the 4-tuple";
   ASSERT_EQ(log.n, 2u);
   EXPECT_EQ(log.overflowed, 0u);
