@@ -21,12 +21,14 @@
 
 #include "steering/packet_classifier.h"
 #include "tests/traffic/frame.h"
+#include "tests/traffic/quic_packets.h"
 #include "tests/traffic/quic_wire.h"
 
 namespace qs {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
+using traffic::random_cid;
 using namespace std::chrono_literals;
 
 // The tables' clock as the sync threads read it: the TSC in "milliseconds"
@@ -118,27 +120,9 @@ Bytes datagram(std::uint16_t client_port, const Bytes& quic) {
                                   quic, 1, 0);
 }
 Bytes long_packet(std::uint16_t port, traffic::LongType type, const Bytes& dcid, const Bytes& scid) {
-  traffic::LongHeader h;
-  h.type = type;
-  h.dcid = dcid;
-  h.scid = scid;
-  std::size_t pn_offset = 0;
-  const std::size_t payload = 1200;
-  Bytes q = traffic::build_long_header(h, payload, &pn_offset);
-  q.resize(q.size() + payload, 0x5a);
-  return datagram(port, q);
+  return datagram(port, traffic::long_header_packet(type, dcid, scid));
 }
-Bytes short_packet(std::uint16_t port, const Bytes& dcid) {
-  Bytes q(1 + dcid.size() + 30, 0xa5);
-  q[0] = 0x41;
-  std::copy(dcid.begin(), dcid.end(), q.begin() + 1);
-  return datagram(port, q);
-}
-Bytes random_cid(std::mt19937_64& rng, std::size_t len) {
-  Bytes c(len);
-  for (auto& b : c) b = std::uint8_t(rng());
-  return c;
-}
+Bytes short_packet(std::uint16_t port, const Bytes& dcid) { return datagram(port, traffic::short_header_packet(dcid)); }
 
 // Connections to random-CID servers set up on `a`, each then rebinding its
 // NAT there (a new port, the same DCID), then moved to `b`: with sync every
