@@ -79,6 +79,24 @@ def in_summary(block, name):
     return re.search(rf"(^|\s){re.escape(name)} \d+(\s|$)", block) is not None
 
 
+def run_quicsteer(profile, json_path, what, ready):
+    """quicsteer on `profile` until `ready()` (telemetry, asked while it
+    runs) gives an answer, waited for as `what`; Prometheus scraped at that
+    moment; then stopped, which must be clean. (the answer, the scraped
+    samples {(name, frozenset(labels)): value}, the stats JSON it wrote at
+    the end, the summary's blocks by scope)."""
+    proc, out = start([QUICSTEER, "--", "--profile", profile])
+    port = prometheus_port(out)
+    answer = wait_for(what, ready)
+    families, _, _ = scrape(port)
+    scraped = {(s.name, frozenset(s.labels.items())): s.value for family in families.values() for s in family.samples}
+    stop(proc, out)
+    check(proc.returncode == 0, f"quicsteer on {os.path.basename(profile)} stops cleanly ({proc.returncode})")
+    with open(json_path) as f:
+        stats = json.load(f)
+    return answer, scraped, stats, summary_blocks(out.text())
+
+
 require_telemetry()
 
 # The one list.
@@ -105,33 +123,22 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([QUICGEN, "--profile", gen, "--out", pcap, "--connections", "100", "--seed", "3"],
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and os.path.getsize(pcap) > 0, f"quicgen wrote the capture: {r.stderr.strip()[-200:]}")
-    run = write(os.path.join(tmp, "run.yaml"), profile_text(pcap, json_path, fleet=True))
-
-    proc, out = start([QUICSTEER, "--", "--profile", run])
-    port = prometheus_port(out)
+    profile = write(os.path.join(tmp, "run.yaml"), profile_text(pcap, json_path, fleet=True))
+    commands = ["/quicsteer/totals", "/quicsteer/lcores", "/quicsteer/queues", "/quicsteer/rings", "/quicsteer/ports",
+                "/quicsteer/forwarding", "/quicsteer/backends"]
 
     def replayed():
+        """Every command's answer, once the capture is through."""
         answer = telemetry(PREFIX, "/quicsteer/totals")
         if not answer or answer[0].get("rx", 0) == 0:
             return None
         # Both queues are through the capture once the count stops moving.
-        again = telemetry(PREFIX, "/quicsteer/totals")
+        again = telemetry(PREFIX, *commands)
         return again if again and again[0].get("rx") == answer[0]["rx"] else None
 
-    wait_for("the capture to be replayed", replayed)
-    commands = ["/quicsteer/totals", "/quicsteer/lcores", "/quicsteer/queues", "/quicsteer/rings", "/quicsteer/ports",
-                "/quicsteer/forwarding", "/quicsteer/backends"]
-    answers = telemetry(PREFIX, *commands)
-    check(answers is not None, "every telemetry command answers")
+    answers, scraped, stats, blocks = run_quicsteer(
+        profile, json_path, "the capture to be replayed and every telemetry command to answer", replayed)
     tel = dict(zip(commands, answers or [{}] * len(commands)))
-    families, _, _ = scrape(port)
-    scraped = {(s.name, frozenset(s.labels.items())): s.value for family in families.values() for s in family.samples}
-
-    stop(proc, out)
-    check(proc.returncode == 0, f"quicsteer stops cleanly ({proc.returncode})")
-    with open(json_path) as f:
-        stats = json.load(f)
-    blocks = summary_blocks(out.text())
 
     lcores = list(tel["/quicsteer/lcores"].values())
     owners_tel = [l for l in lcores if l.get("owner_index", -1) >= 0]
@@ -204,7 +211,7 @@ def exception_run(tmp):
     tap = f"qsct{os.getpid() % 100000}"
     json_path = os.path.join(tmp, "exception.json")
     prefix = PREFIX + "-x"
-    run = write(os.path.join(tmp, "exception.yaml"), f"""eal: {eal(prefix)}
+    profile = write(os.path.join(tmp, "exception.yaml"), f"""eal: {eal(prefix)}
 ports:
   - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
 mempool: {{mbufs: 4095, cache: 32}}
@@ -215,17 +222,11 @@ polling: {{idle_sleep_us: 100}}
 telemetry: {{prometheus_listen: "127.0.0.1:0"}}
 stats: {{period_ms: 100, json: "{json_path}"}}
 """)
-    proc, out = start([QUICSTEER, "--", "--profile", run])
-    port = prometheus_port(out)
-    answers = wait_for("/quicsteer/exception to answer", lambda: telemetry(prefix, "/quicsteer/exception"))
+    answers, scraped, stats, by_scope = run_quicsteer(profile, json_path, "/quicsteer/exception to answer",
+                                                      lambda: telemetry(prefix, "/quicsteer/exception"))
     rows_tel = list(answers[0].values()) if answers else []
-    families, _, _ = scrape(port)
-    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
-    stop(proc, out)
-    check(proc.returncode == 0, f"quicsteer with a tap stops cleanly ({proc.returncode})")
-    with open(json_path) as f:
-        rows_json = json.load(f)["exception"]
-    blocks = summary_blocks(out.text())["exception"]
+    rows_json = stats["exception"]
+    blocks = by_scope["exception"]
     classes = {"arp", "nd", "bgp", "bfd", "link", "icmp", "other"}
     check({r["class"] for r in rows_json} == classes and len(rows_json) == 7, f"a JSON row per class: {rows_json}")
     check(len(rows_tel) == 7 and len(blocks) == 7, f"7 rows in telemetry ({len(rows_tel)}) and the summary ({len(blocks)})")
@@ -244,7 +245,7 @@ def peer_sync_run(tmp):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         listen_port = sock.getsockname()[1]
-    run = write(os.path.join(tmp, "peer_sync.yaml"), f"""eal: {eal(prefix)}
+    profile = write(os.path.join(tmp, "peer_sync.yaml"), f"""eal: {eal(prefix)}
 ports:
   - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 1, rss: false}}
 mempool: {{mbufs: 4095, cache: 32}}
@@ -257,19 +258,16 @@ polling: {{idle_sleep_us: 100}}
 telemetry: {{prometheus_listen: "127.0.0.1:0"}}
 stats: {{period_ms: 100, json: "{json_path}"}}
 """)
-    proc, out = start([QUICSTEER, "--", "--profile", run])
-    port = prometheus_port(out)
-    answers = wait_for("/quicsteer/peer_sync to answer with ready 1",
-                       lambda: (lambda a: a if a and list(a[0].values())[0].get("ready") == 1 else None)(
-                           telemetry(prefix, "/quicsteer/peer_sync")))
+
+    def ready():
+        answer = telemetry(prefix, "/quicsteer/peer_sync")
+        return answer if answer and list(answer[0].values())[0].get("ready") == 1 else None
+
+    answers, scraped, stats, by_scope = run_quicsteer(profile, json_path,
+                                                      "/quicsteer/peer_sync to answer with ready 1", ready)
     rows_tel = list(answers[0].values()) if answers else []
-    families, _, _ = scrape(port)
-    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
-    stop(proc, out)
-    check(proc.returncode == 0, f"quicsteer with peer_sync stops cleanly ({proc.returncode})")
-    with open(json_path) as f:
-        row_json = json.load(f).get("peer_sync", {})
-    blocks = summary_blocks(out.text())["peer_sync"]
+    row_json = stats.get("peer_sync", {})
+    blocks = by_scope["peer_sync"]
     check(len(rows_tel) == 1 and len(blocks) == 1, f"one row in telemetry ({len(rows_tel)}) and the summary ({len(blocks)})")
     check(row_json.get("resync_timeouts") == 1 and row_json.get("ready") == 1,
           f"no peer answered: one resync timeout, then ready: {row_json}")
@@ -286,7 +284,7 @@ def health_run(tmp):
     tap = f"qsch{os.getpid() % 100000}"
     json_path = os.path.join(tmp, "health.json")
     prefix = PREFIX + "-h"
-    run = write(os.path.join(tmp, "health.yaml"), f"""eal: {eal(prefix)}
+    profile = write(os.path.join(tmp, "health.yaml"), f"""eal: {eal(prefix)}
 ports:
   - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
 mempool: {{mbufs: 4095, cache: 32}}
@@ -301,19 +299,11 @@ polling: {{idle_sleep_us: 100}}
 telemetry: {{prometheus_listen: "127.0.0.1:0"}}
 stats: {{period_ms: 100, json: "{json_path}"}}
 """)
-    proc, out = start([QUICSTEER, "--", "--profile", run])
-    port = prometheus_port(out)
-    answers = wait_for("/quicsteer/health_checks and /quicsteer/backends to answer",
-                       lambda: telemetry(prefix, "/quicsteer/health_checks", "/quicsteer/backends"))
+    answers, scraped, stats, blocks = run_quicsteer(
+        profile, json_path, "/quicsteer/health_checks and /quicsteer/backends to answer",
+        lambda: telemetry(prefix, "/quicsteer/health_checks", "/quicsteer/backends"))
     checks_tel = list(answers[0].values()) if answers else []
     backends_tel = list(answers[1].values()) if answers else []
-    families, _, _ = scrape(port)
-    scraped = {(s.name, frozenset(s.labels.items())) for family in families.values() for s in family.samples}
-    stop(proc, out)
-    check(proc.returncode == 0, f"quicsteer with health checks stops cleanly ({proc.returncode})")
-    with open(json_path) as f:
-        stats = json.load(f)
-    blocks = summary_blocks(out.text())
     check(len(checks_tel) == 1 and len(blocks["health_checks"]) == 1 and "health_checks" in stats,
           f"one health_checks row in telemetry ({len(checks_tel)}), the summary and the JSON")
     check(len(backends_tel) == 2 and len(blocks["backend"]) == 2 and len(stats["backends"]) == 2,
