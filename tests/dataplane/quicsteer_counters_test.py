@@ -203,25 +203,30 @@ def missing_in_outputs(scope, rows, blocks, scraped, labels):
     return missing
 
 
-def exception_run(tmp):
-    """A port with services and a TAP (net_null, nothing received): each of
-    its classes is a row of the exception scope in every output, zeros
-    included; the kernel's own frames on the TAP (IPv6 router solicitations,
-    MLD) are counted as from_kernel."""
-    tap = f"qsct{os.getpid() % 100000}"
-    json_path = os.path.join(tmp, "exception.json")
-    prefix = PREFIX + "-x"
-    profile = write(os.path.join(tmp, "exception.yaml"), f"""eal: {eal(prefix)}
+def tap_profile(prefix, tap_stem, json_path, rest):
+    """One lcore on a net_null port (nothing received) with services and a
+    TAP named TAP_STEM + pid, and `rest` (the action and what goes with it)."""
+    tap = f"{tap_stem}{os.getpid() % 100000}"
+    return f"""eal: {eal(prefix)}
 ports:
   - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
 mempool: {{mbufs: 4095, cache: 32}}
 lcores: [{{id: 1, rx: ["wire:0"], owner: true}}]
 services: [{{addresses: [10.9.9.9], udp_ports: [443]}}]
-action: {{type: sink}}
-polling: {{idle_sleep_us: 100}}
+{rest}polling: {{idle_sleep_us: 100}}
 telemetry: {{prometheus_listen: "127.0.0.1:0"}}
 stats: {{period_ms: 100, json: "{json_path}"}}
-""")
+"""
+
+
+def exception_run(tmp):
+    """A port with services and a TAP (net_null, nothing received): each of
+    its classes is a row of the exception scope in every output, zeros
+    included; the kernel's own frames on the TAP (IPv6 router solicitations,
+    MLD) are counted as from_kernel."""
+    json_path = os.path.join(tmp, "exception.json")
+    prefix = PREFIX + "-x"
+    profile = write(os.path.join(tmp, "exception.yaml"), tap_profile(prefix, "qsct", json_path, "action: {type: sink}\n"))
     answers, scraped, stats, by_scope = run_quicsteer(profile, json_path, "/quicsteer/exception to answer",
                                                       lambda: telemetry(prefix, "/quicsteer/exception"))
     rows_tel = list(answers[0].values()) if answers else []
@@ -281,24 +286,14 @@ def health_run(tmp):
     address, so no round starts and every backend stays unchecked; each
     backend is a row of the backend_health scope, and the checks one of the
     health_checks scope, in every output, zeros included."""
-    tap = f"qsch{os.getpid() % 100000}"
     json_path = os.path.join(tmp, "health.json")
     prefix = PREFIX + "-h"
-    profile = write(os.path.join(tmp, "health.yaml"), f"""eal: {eal(prefix)}
-ports:
-  - {{name: wire, device: "net_null0,no-rx=1", rx_queues: 1, tx_queues: 2, rss: false, tap: {tap}}}
-mempool: {{mbufs: 4095, cache: 32}}
-lcores: [{{id: 1, rx: ["wire:0"], owner: true}}]
-services: [{{addresses: [10.9.9.9], udp_ports: [443]}}]
-backends:
-  - {{name: b0, mac: "02:00:00:09:00:10"}}
-  - {{name: b1, mac: "02:00:00:09:00:11"}}
-health_checks: {{interval_ms: 100, timeout_ms: 50}}
-action: {{type: forward, tx_port: wire, delivery: {{mode: l2}}}}
-polling: {{idle_sleep_us: 100}}
-telemetry: {{prometheus_listen: "127.0.0.1:0"}}
-stats: {{period_ms: 100, json: "{json_path}"}}
-""")
+    profile = write(os.path.join(tmp, "health.yaml"), tap_profile(prefix, "qsch", json_path, """backends:
+  - {name: b0, mac: "02:00:00:09:00:10"}
+  - {name: b1, mac: "02:00:00:09:00:11"}
+health_checks: {interval_ms: 100, timeout_ms: 50}
+action: {type: forward, tx_port: wire, delivery: {mode: l2}}
+"""))
     answers, scraped, stats, blocks = run_quicsteer(
         profile, json_path, "/quicsteer/health_checks and /quicsteer/backends to answer",
         lambda: telemetry(prefix, "/quicsteer/health_checks", "/quicsteer/backends"))
