@@ -273,17 +273,7 @@ fl_transfers() {
 # fl_start_captures TAG: what reaches each server's segment interface
 # (inbound, 256 octets: a VXLAN frame's headers and the inner QUIC header).
 fl_start_captures() {
-  local n
-  RQ_CAPTURES=()
-  for ((n = 0; n < QSFL_NSERVERS; n++)); do
-    ip netns exec "$(qsfl_ns "srv$n")" tcpdump -n -i qsfl-e -Q in -s 256 -B 32768 -U \
-      -w "$RQ_WORK/$1-srv$n.pcap" 2>"$RQ_WORK/$1-srv$n.tcpdump" &
-    RQ_PIDS+=($!)
-    RQ_CAPTURES+=($!)
-  done
-  for ((n = 0; n < QSFL_NSERVERS; n++)); do
-    rq_wait_for "$RQ_WORK/$1-srv$n.tcpdump" "listening on" 10 || return 1
-  done
+  qsfl_server_captures "$1"
 }
 
 # ---- 0. the topology with the kernel in quicsteer's place

@@ -446,3 +446,22 @@ qsfl_down() {
   done
   return 0
 }
+
+# qsfl_server_captures TAG [TCPDUMP_OPTION...]: what reaches each server's
+# segment interface (inbound, 256 octets: a VXLAN frame's headers and the
+# inner QUIC header) into $RQ_WORK/TAG-srvN.pcap, the PIDs in RQ_PIDS and
+# RQ_CAPTURES (realquic_lib.sh); returns once every capture listens.
+qsfl_server_captures() {
+  local tag=$1 n
+  shift
+  RQ_CAPTURES=()
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do
+    ip netns exec "$(qsfl_ns "srv$n")" tcpdump -n -i qsfl-e -Q in -s 256 -B 32768 -U "$@" \
+      -w "$RQ_WORK/$tag-srv$n.pcap" 2>"$RQ_WORK/$tag-srv$n.tcpdump" &
+    RQ_PIDS+=($!)
+    RQ_CAPTURES+=($!)
+  done
+  for ((n = 0; n < QSFL_NSERVERS; n++)); do
+    rq_wait_for "$RQ_WORK/$tag-srv$n.tcpdump" "listening on" 10 || return 1
+  done
+}

@@ -105,17 +105,7 @@ hl_start_quicsteer() {
 # second) when the capture stopped were counted as received but never
 # written.
 hl_captures() {
-  local n
-  RQ_CAPTURES=()
-  for ((n = 0; n < QSFL_NSERVERS; n++)); do
-    ip netns exec "$(qsfl_ns "srv$n")" tcpdump -n -i qsfl-e -Q in -s 256 -B 32768 -U --immediate-mode \
-      -w "$RQ_WORK/$1-srv$n.pcap" 2>"$RQ_WORK/$1-srv$n.tcpdump" &
-    RQ_PIDS+=($!)
-    RQ_CAPTURES+=($!)
-  done
-  for ((n = 0; n < QSFL_NSERVERS; n++)); do
-    rq_wait_for "$RQ_WORK/$1-srv$n.tcpdump" "listening on" 10 || return 1
-  done
+  qsfl_server_captures "$1" --immediate-mode
 }
 
 # hl_captures_done: the captures stopped. The probes keep every capture

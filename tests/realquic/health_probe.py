@@ -40,16 +40,10 @@ import struct
 import sys
 import time
 
+from fleet_check import csum16
+
 RESERVED_VERSION = 0x1A2A3A4A  # 0x?a?a?a?a: never a real version (RFC 9000 15)
 
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
 
 
 def mac(text):
@@ -69,10 +63,10 @@ def udp_frame(src_mac, dst_mac, src, dst, sport, dport, payload):
         s, d = socket.inet_aton(src), socket.inet_aton(dst)
         pseudo = s + d + struct.pack("!BBH", 0, 17, udp_len)
         head = struct.pack("!BBHHHBBH", 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0) + s + d
-        ip = head[:10] + struct.pack("!H", 0xFFFF - csum(head)) + head[12:]
+        ip = head[:10] + struct.pack("!H", 0xFFFF - csum16(head)) + head[12:]
         ethertype = 0x0800
     udp = struct.pack("!HHHH", sport, dport, udp_len, 0) + payload
-    c = 0xFFFF - csum(pseudo + udp)
+    c = 0xFFFF - csum16(pseudo + udp)
     udp = udp[:6] + struct.pack("!H", c or 0xFFFF) + udp[8:]
     return dst_mac + src_mac + struct.pack("!H", ethertype) + ip + udp
 
