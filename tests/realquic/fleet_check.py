@@ -185,6 +185,30 @@ def ip_udp(frame, off):
     return v, src, dst, sport, dport, udp + 8
 
 
+def icmp_error_about_service(frame, off):
+    """Whether the IP packet at frame[off:] is an ICMP destination
+    unreachable (or ICMPv6 type 1) to the service address that quotes a
+    UDP datagram from the service address and port 443: what a client's
+    kernel sends about a server's packet that came after its socket closed."""
+    if len(frame) < off + 1:
+        return False
+    v = frame[off] >> 4
+    if v == 4 and len(frame) >= off + 20 and frame[off + 9] == 1:
+        ihl = (frame[off] & 0x0F) * 4
+        icmp = off + ihl
+        if frame[off + 16:off + 20] != VIP or len(frame) < icmp + 8 or frame[icmp] != 3:
+            return False
+        q = ip_udp(frame, icmp + 8)
+    elif v == 6 and len(frame) >= off + 48 and frame[off + 6] == 58:
+        icmp = off + 40
+        if frame[off + 24:off + 40] != VIP6 or frame[icmp] != 1:
+            return False
+        q = ip_udp(frame, icmp + 8)
+    else:
+        return False
+    return bool(q) and q[1] == (VIP if v == 4 else VIP6) and q[3] == 443
+
+
 def csum16(data):
     """The Internet checksum's folded one's-complement sum (RFC 1071) of
     data: 0xffff over a header or pseudo-header and segment whose checksum
@@ -304,7 +328,8 @@ def cmd_routing(a):
             conns[server_of(e["server_id"])] += 1
     sources = set()
     for n in range(NSERVERS):
-        st = {"frames": 0, "own": 0, "other": 0, "first": 0, "unknown": 0, "bad_delivery": 0, "not_quic": 0, "mld": 0}
+        st = {"frames": 0, "own": 0, "other": 0, "first": 0, "unknown": 0, "bad_delivery": 0, "not_quic": 0, "mld": 0,
+              "icmp": 0}
         bad = []
         for _, f, orig in pcap_records(os.path.join(a.work, f"{a.tag}-srv{n}.pcap"), with_length=True):
             st["frames"] += 1
@@ -343,6 +368,17 @@ def cmd_routing(a):
                     and f[inner + 24:inner + 26] == b"\xff\x02"):
                 st["mld"] += 1
                 continue
+            if icmp_error_about_service(f, inner):
+                # A client's kernel answers a server's packet that came after
+                # gtlsclient closed its socket with "port unreachable" to the
+                # service address: delivered to the server whose flow it
+                # quotes (quicsteer steers it by the quoted connection), not
+                # QUIC but not misdelivered either.
+                st["icmp"] += 1
+                if f[0:6] != srv_mac(n):
+                    st["bad_delivery"] += 1
+                    bad.append(why or f"ICMP error to {f[0:6].hex()}")
+                continue
             q = ip_udp(f, inner)
             if not q or q[4] != 443:
                 st["not_quic"] += 1
@@ -373,7 +409,8 @@ def cmd_routing(a):
                 st["unknown"] += 1
         print(f"  {a.tag}: server {n} ({sid(n)}): {conns[n]} connections; {st['frames']} frames: {st['own']} with "
               f"its CIDs, {st['first']} first Initials, {st['other']} with another server's CIDs, "
-              f"{st['unknown']} of no CID issued, {st['not_quic']} not QUIC, {st['mld']} MLD ignored, {st['bad_delivery']} delivered wrong "
+              f"{st['unknown']} of no CID issued, {st['not_quic']} not QUIC, {st['icmp']} ICMP errors about the service's "
+              f"datagrams, {st['mld']} MLD ignored, {st['bad_delivery']} delivered wrong "
               f"({a.mode})")
         if st["other"] or st["unknown"]:
             failures.append(f"server {n} received {st['other']} packets of other servers' connections and "

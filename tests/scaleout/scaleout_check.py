@@ -323,14 +323,19 @@ def cmd_drops(a):
     address and is not for a service port: the ICMP port unreachable a
     client's kernel sends the VIP when a server's packet arrives after
     gtlsclient closed its socket (quicsteer drops it, as it should: the
-    servers answered, not quicsteer); and not_udp, the same outside appliance
-    mode."""
+    servers answered, not quicsteer); not_udp, the same outside appliance
+    mode; and foreign_mac, frames for another host's MAC, which no host but
+    that one takes either (one CI run saw 4 in the first second of an
+    instance's start, from the router's link, cause not found; what the
+    service's traffic lost is what the downloads and the routing check
+    assert)."""
     stats = json.load(open(os.path.join(a.work, a.stats)))
     total = stats["total"]
-    drops = {k: v for k, v in dict(total["drops_total"]).items() if v and k not in ("not_udp", "not_service")}
+    exempt = ("not_udp", "not_service", "foreign_mac")
+    drops = {k: v for k, v in dict(total["drops_total"]).items() if v and k not in exempt}
     print(f"  {a.stats}: rx {total['rx']} tx {total['tx']}, not_quic {total.get('not_quic', '?')}, "
-          f"drops {drops}, not_udp {dict(total['drops_total']).get('not_udp', 0)}, "
-          f"not_service {dict(total['drops_total']).get('not_service', 0)}, mbufs ok {stats['mbufs']['ok']}")
+          f"drops {drops}, " + ", ".join(f"{k} {dict(total['drops_total']).get(k, 0)}" for k in exempt) +
+          f", mbufs ok {stats['mbufs']['ok']}")
     failures = []
     if drops:
         failures.append(f"software drops: {drops}")
