@@ -52,6 +52,11 @@ struct alignas(kCacheLine) RxQueueContext {
   // shows what the host sends out of its interface (net_af_packet, net_pcap
   // on an interface): frames from it are dropped (own_frame). 0: no check.
   std::uint64_t own_source = 0;
+  // Whether the last burst kept from this queue was at least half this
+  // lcore's own (an owner's queue only): the receive loop then prefetches
+  // the next burst's connection-table slots as soon as it is parsed
+  // (SlotPrefetch). Only the polling lcore touches it.
+  bool mostly_own = true;
   RxQueueStats stats;
 };
 
