@@ -285,20 +285,23 @@ template <typename Act>
     }
     // Each frame is located once (buf_addr + data_off) and kept for the
     // bookkeeping below.
-    for (unsigned i = 0; i < k; ++i) {
-      frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
-      if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
+    if (hashes != nullptr) {
+      for (unsigned i = 0; i < k; ++i) {
+        frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
         // No connection to track, but a flow all the same: its hash is the
         // entropy an encapsulation gives the paths to its backend.
-        hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
-        continue;
+        hash[i] = !(meta(i).flags & kSteerMetaQuic) ? tuple_entropy(frame[i], meta(i), shard.seed) : hashes[base + i];
       }
-      if (hashes != nullptr) {
-        hash[i] = hashes[base + i];
-        continue;
+    } else {
+      for (unsigned i = 0; i < k; ++i) {
+        frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
+        if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
+          hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
+          continue;
+        }
+        hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
+        shard.cids->prefetch(hash[i]);
       }
-      hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
-      shard.cids->prefetch(hash[i]);
     }
     // Counted before `act`: a TX refusal inside it takes its packets back
     // out of processed (they are tx_full drops), and must find them counted.

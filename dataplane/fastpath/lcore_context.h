@@ -42,6 +42,12 @@ struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
   std::uint16_t profile_port = 0;  // index into Profile::ports
+  // Whether the last burst kept from this queue was at least half this
+  // lcore's own (an owner's queue only): the receive loop then prefetches
+  // the next burst's connection-table slots as soon as it is parsed
+  // (SlotPrefetch). Only the polling lcore touches it. (Here, in the
+  // padding before the ticket: the members below keep their offsets.)
+  bool mostly_own = true;
   ParkingTicket<rte_mbuf*> ticket;
   std::uint64_t parked_since = 0;    // TSC when the ticket was issued (statistics)
   std::uint64_t next_retry_tsc = 0;  // the held ticket is offered again from then on
@@ -52,11 +58,6 @@ struct alignas(kCacheLine) RxQueueContext {
   // shows what the host sends out of its interface (net_af_packet, net_pcap
   // on an interface): frames from it are dropped (own_frame). 0: no check.
   std::uint64_t own_source = 0;
-  // Whether the last burst kept from this queue was at least half this
-  // lcore's own (an owner's queue only): the receive loop then prefetches
-  // the next burst's connection-table slots as soon as it is parsed
-  // (SlotPrefetch). Only the polling lcore touches it.
-  bool mostly_own = true;
   RxQueueStats stats;
 };
 

@@ -632,25 +632,24 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
     if (owner[i] != kNoOwner) sorted[fill[owner[i]]++] = pkts[i];
   // This lcore's own group, in the same (arrival) order: its SteerMetas.
   // With their hashes, when the classifier computed them.
+  // The hashes are moved down in place (j <= i); the entries of packets
+  // that are not QUIC were not written, and are not read
+  // (run_connection_burst).
   SteerMeta own_meta[kMaxBurst];
-  std::uint32_t own_hashes[kMaxBurst];
   const unsigned own = c.owner_index >= 0 ? count[c.owner_index + 1] : 0;
   if (own != 0) {
     unsigned j = 0;
     for (unsigned i = 0; i < n; ++i)
       if (int(owner[i]) == c.owner_index) {
         own_meta[j] = meta[i];
-        // The entries of packets that are not QUIC were not written, and
-        // are not read (run_connection_burst).
-        if (early) own_hashes[j] = hash[i];
+        if (early) hash[j] = hash[i];
         ++j;
       }
   }
   q.mostly_own = 2 * own >= n;
 
   for (unsigned o = 0; o < owners; ++o)
-    if (count[o + 1] != 0)
-      deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, early ? own_hashes : nullptr, count[o + 1], now);
+    if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, own_hash, count[o + 1], now);
   return work;
 }
 
