@@ -133,6 +133,13 @@ struct LcoreContext {
   SpscRing<LearnedEntry>* learned_ring = nullptr;
   LearnedLog learned_log;
   Counter learned_ring_full;
+  // The DCID hashes of the burst being received, while its owner prefetches
+  // their slots (SlotPrefetch, service_rx_queue). Here rather than on the
+  // receive loop's stack: there, its 256 octets moved the classifier's
+  // frames below by as much, and the split layout's receiver, which never
+  // uses it, took 15 cycles more per packet with the same instructions
+  // (tests/bench/RESULTS.md). Only this lcore touches it.
+  std::uint32_t slot_hashes[kMaxBurst];
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner

@@ -568,7 +568,7 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   // owner of a packet is known only once it is classified, and the slot
   // asked for another owner's packet would be a line of this owner's table
   // loaded for nothing.
-  std::uint32_t hash[kMaxBurst];
+  std::uint32_t* const hash = c.slot_hashes;
   const bool early = c.owner_index >= 0 && q.mostly_own;
   const SlotPrefetch slots{c.shard.cids, c.shard.seed, hash};
   const bool one_owner = c.live_classifier->load(std::memory_order_acquire)

@@ -70,8 +70,9 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   // GCC cannot see that only the n entries written above are read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-  SlotPrefetch slots = prefetch != nullptr ? *prefetch : SlotPrefetch{};
-  const ParsedHook hook{prefetch_slots, &slots};
+  // The caller's SlotPrefetch as it is (prefetch_slots only reads it): no
+  // copy on this frame, which every receiver's burst passes through.
+  const ParsedHook hook{prefetch_slots, const_cast<SlotPrefetch*>(prefetch)};
   impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn,
                                    prefetch != nullptr ? &hook : nullptr);
 #pragma GCC diagnostic pop
