@@ -134,11 +134,11 @@ struct LcoreContext {
   LearnedLog learned_log;
   Counter learned_ring_full;
   // The DCID hashes of the burst being received, while its owner prefetches
-  // their slots (SlotPrefetch, service_rx_queue). Here rather than on the
-  // receive loop's stack: there, its 256 octets moved the classifier's
-  // frames below by as much, and the split layout's receiver, which never
-  // uses it, took 15 cycles more per packet with the same instructions
-  // (tests/bench/RESULTS.md). Only this lcore touches it.
+  // their slots (SlotPrefetch, service_rx_queue); here rather than on the
+  // receive loop's stack, where a receiver that owns nothing carried them
+  // for nothing. Only this lcore touches it. (Split's +18 % at 2d6ceb3 was
+  // not the stack's size or placement but classify's SlotPrefetch copy:
+  // tests/bench/RESULTS.md.)
   std::uint32_t slot_hashes[kMaxBurst];
 
   // Owning side.

@@ -70,8 +70,10 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   // GCC cannot see that only the n entries written above are read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-  // The caller's SlotPrefetch as it is (prefetch_slots only reads it): no
-  // copy on this frame, which every receiver's burst passes through.
+  // The caller's SlotPrefetch as it is (prefetch_slots only reads it), not a
+  // copy of it here: with the copy, GCC kept the burst's first owner on the
+  // stack in the SteerMeta loop below, and the split layout's receiver (which
+  // never prefetches) took 15 cycles more per packet (tests/bench/RESULTS.md).
   const ParsedHook hook{prefetch_slots, const_cast<SlotPrefetch*>(prefetch)};
   impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn,
                                    prefetch != nullptr ? &hook : nullptr);
