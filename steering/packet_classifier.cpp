@@ -71,7 +71,7 @@ bool PacketClassifier::route_quoted(const std::uint8_t* frame, std::size_t len, 
 void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
                                       const std::uint16_t* lens, unsigned n,
                                       Decision* out, const std::uint32_t* frame_lens,
-                                      std::uint32_t now_ms, LearnCounts* counts) {
+                                      std::uint32_t now_ms, LearnCounts* counts, const ParsedHook* parsed) {
   LearnCounts ignored;
   LearnCounts& learn = counts != nullptr ? *counts : ignored;
   constexpr unsigned kChunk = 64;
@@ -96,6 +96,7 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     for (unsigned i = 0; i < m; ++i)
       parse_packet(frames[base + i], lens[base + i], parser_, out[base + i].packet,
                    frame_lens != nullptr ? frame_lens[base + i] : 0);
+    if (parsed != nullptr) parsed->fn(parsed->context, frames + base, out + base, base, m);
     for (unsigned i = 0; i < m; ++i) {
       const std::uint8_t* frame = frames[base + i];
       Decision& d = out[base + i];

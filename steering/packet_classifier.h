@@ -31,6 +31,18 @@ struct Decision {
   Destination destination;
 };
 
+// What classify_burst calls once per chunk of a burst, after the chunk's
+// frames are parsed and before any of them is resolved: decisions[i].packet
+// is frames[i]'s parse, `first` the index of frames[0] in the burst. The
+// receive loop starts its owner's connection-table loads there, a whole
+// classification ahead of the lookups (dataplane/fastpath/mbuf_classifier.h);
+// steering/ knows nothing of what it does.
+struct ParsedHook {
+  void (*fn)(void* context, const std::uint8_t* const* frames, const Decision* decisions, unsigned first,
+             unsigned n) = nullptr;
+  void* context = nullptr;
+};
+
 class PacketClassifier {
  public:
   // Throws std::invalid_argument on a configuration the parser or the
@@ -96,10 +108,11 @@ class PacketClassifier {
 
   // lens[i]: the bytes of frames[i] that can be read; frame_lens[i] (when
   // given): the whole frame's length, larger for a multi-segment mbuf whose
-  // first segment is frames[i] (see parse_packet).
+  // first segment is frames[i] (see parse_packet). `parsed` (when given) is
+  // called on each chunk between its parse and its resolution.
   void classify_burst(const std::uint8_t* const* frames, const std::uint16_t* lens, unsigned n,
                       Decision* out, const std::uint32_t* frame_lens = nullptr,
-                      std::uint32_t now_ms = 0, LearnCounts* counts = nullptr);
+                      std::uint32_t now_ms = 0, LearnCounts* counts = nullptr, const ParsedHook* parsed = nullptr);
 
  private:
   bool routes_by_dcid(const ParsedPacket& p) const {

@@ -245,7 +245,12 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
 //      lies before it);
 //   3. DCID hashes, and the table slots they select;
 // and then the bookkeeping proper, whose loads were all asked for already.
-// A warm burst starts at the third.
+// A warm burst starts at the third, or skips it for its QUIC packets when
+// `hashes` is given: hashes[i] is then pkts[i]'s DCID hash, which the
+// receiver computed (with this shard's seed) when it parsed the packet, and
+// the slot's prefetch is already under way (SlotPrefetch,
+// mbuf_classifier.h). Only with `metas`; the entries of packets that are not
+// QUIC are not read.
 //
 // Always inlined into its caller, so that what `act` keeps over a burst (a
 // count, a tally) stays in registers: called out of line, each packet's act
@@ -253,8 +258,8 @@ inline void count_tracked(OwnerStats& s, const unsigned (&tally)[kTrackedKinds])
 // per packet in the owner's stage).
 template <typename Act>
 [[gnu::always_inline]] inline void run_connection_burst(ConnectionShard& shard, rte_mbuf* const* pkts,
-                                                        const SteerMeta* metas, unsigned n, std::uint64_t now,
-                                                        OwnerStats& stats, Act&& act) {
+                                                        const SteerMeta* metas, const std::uint32_t* hashes,
+                                                        unsigned n, std::uint64_t now, OwnerStats& stats, Act&& act) {
   constexpr unsigned kMaxStageBurst = 64;
   std::uint32_t hash[kMaxStageBurst];
   std::uint8_t* frame[kMaxStageBurst];
@@ -280,16 +285,23 @@ template <typename Act>
     }
     // Each frame is located once (buf_addr + data_off) and kept for the
     // bookkeeping below.
-    for (unsigned i = 0; i < k; ++i) {
-      frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
-      if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
+    if (hashes != nullptr) {
+      for (unsigned i = 0; i < k; ++i) {
+        frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
         // No connection to track, but a flow all the same: its hash is the
         // entropy an encapsulation gives the paths to its backend.
-        hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
-        continue;
+        hash[i] = !(meta(i).flags & kSteerMetaQuic) ? tuple_entropy(frame[i], meta(i), shard.seed) : hashes[base + i];
       }
-      hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
-      shard.cids->prefetch(hash[i]);
+    } else {
+      for (unsigned i = 0; i < k; ++i) {
+        frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
+        if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
+          hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
+          continue;
+        }
+        hash[i] = ConnectionTable::hash_cid(frame[i] + meta(i).dcid_offset, meta(i).dcid_len, shard.seed);
+        shard.cids->prefetch(hash[i]);
+      }
     }
     // Counted before `act`: a TX refusal inside it takes its packets back
     // out of processed (they are tx_full drops), and must find them counted.

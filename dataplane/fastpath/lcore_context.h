@@ -42,6 +42,12 @@ struct alignas(kCacheLine) RxQueueContext {
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
   std::uint16_t profile_port = 0;  // index into Profile::ports
+  // Whether the last burst kept from this queue was at least half this
+  // lcore's own (an owner's queue only): the receive loop then prefetches
+  // the next burst's connection-table slots as soon as it is parsed
+  // (SlotPrefetch). Only the polling lcore touches it. (Here, in the
+  // padding before the ticket: the members below keep their offsets.)
+  bool mostly_own = true;
   ParkingTicket<rte_mbuf*> ticket;
   std::uint64_t parked_since = 0;    // TSC when the ticket was issued (statistics)
   std::uint64_t next_retry_tsc = 0;  // the held ticket is offered again from then on
@@ -127,6 +133,13 @@ struct LcoreContext {
   SpscRing<LearnedEntry>* learned_ring = nullptr;
   LearnedLog learned_log;
   Counter learned_ring_full;
+  // The DCID hashes of the burst being received, while its owner prefetches
+  // their slots (SlotPrefetch, service_rx_queue); here rather than on the
+  // receive loop's stack, where a receiver that owns nothing carried them
+  // for nothing. Only this lcore touches it. (Split's +18 % at 2d6ceb3 was
+  // not the stack's size or placement but classify's SlotPrefetch copy:
+  // tests/bench/RESULTS.md.)
+  std::uint32_t slot_hashes[kMaxBurst];
 
   // Owning side.
   std::vector<MbufRing*> in_rings;       // one per producer that can reach this owner

@@ -287,10 +287,10 @@ template <DeliveryMode kMode, bool kL2ChecksMtu>
 // per burst. Called only while every TX stage has room for the burst
 // (tx_has_room).
 template <OwnerAction kAction, bool kCost>
-void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n,
-                             std::uint64_t now) {
+void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, const std::uint32_t* hashes,
+                             unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
-  run_connection_burst(c.shard, pkts, metas, n, now, s,
+  run_connection_burst(c.shard, pkts, metas, hashes, n, now, s,
                        [&](rte_mbuf* m, std::uint8_t*, const SteerMeta& meta, Tracked, std::uint32_t) {
     if constexpr (kCost) spin_cycles(c.cost_cycles);
     if constexpr (kAction == OwnerAction::kSink) {
@@ -313,13 +313,13 @@ void run_connection_stage_as(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* 
 // delivery kept, in order.
 template <DeliveryMode kMode, bool kL2ChecksMtu, bool kCost>
 void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** pkts, const SteerMeta* metas,
-                          unsigned n, std::uint64_t now) {
+                          const std::uint32_t* hashes, unsigned n, std::uint64_t now) {
   OwnerStats& s = c.owner_stats;
   unsigned kept = 0;
   BackendTally tally;
   const BackendDelivery d{plan.slot_table(), plan.templates(), plan.slots(), c.backend_counters};
   run_connection_burst(
-      c.shard, pkts, metas, n, now, s,
+      c.shard, pkts, metas, hashes, n, now, s,
       [&, d](rte_mbuf* m, std::uint8_t* frame, const SteerMeta& meta, Tracked outcome, std::uint32_t hash) {
         if constexpr (kCost) spin_cycles(c.cost_cycles);
         if (deliver_to_backend<kMode, kL2ChecksMtu>(c, plan, d, tally, m, frame, meta, outcome, hash, now)) {
@@ -334,40 +334,42 @@ void run_backend_stage_as(LcoreContext& c, const DeliveryPlan& plan, rte_mbuf** 
 }
 
 template <bool kCost>
-void run_backend_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n, std::uint64_t now) {
+void run_backend_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, const std::uint32_t* hashes,
+                       unsigned n, std::uint64_t now) {
   // The plan in force: a reload swaps it (its mode too) between bursts, and
   // frees the old one only after this lcore's next quiescent point (RCU, as
   // the classifier).
   const DeliveryPlan& plan = *c.delivery->load(std::memory_order_acquire);
   switch (plan.mode()) {
     case DeliveryMode::kAsIs:
-      return run_backend_stage_as<DeliveryMode::kAsIs, false, kCost>(c, plan, pkts, metas, n, now);
+      return run_backend_stage_as<DeliveryMode::kAsIs, false, kCost>(c, plan, pkts, metas, hashes, n, now);
     case DeliveryMode::kL2:
-      return plan.l2_checks_mtu() ? run_backend_stage_as<DeliveryMode::kL2, true, kCost>(c, plan, pkts, metas, n, now)
-                                  : run_backend_stage_as<DeliveryMode::kL2, false, kCost>(c, plan, pkts, metas, n, now);
+      return plan.l2_checks_mtu() ? run_backend_stage_as<DeliveryMode::kL2, true, kCost>(c, plan, pkts, metas, hashes, n, now)
+                                  : run_backend_stage_as<DeliveryMode::kL2, false, kCost>(c, plan, pkts, metas, hashes, n, now);
     case DeliveryMode::kIpip:
-      return run_backend_stage_as<DeliveryMode::kIpip, false, kCost>(c, plan, pkts, metas, n, now);
+      return run_backend_stage_as<DeliveryMode::kIpip, false, kCost>(c, plan, pkts, metas, hashes, n, now);
     case DeliveryMode::kVxlan:
-      return run_backend_stage_as<DeliveryMode::kVxlan, false, kCost>(c, plan, pkts, metas, n, now);
+      return run_backend_stage_as<DeliveryMode::kVxlan, false, kCost>(c, plan, pkts, metas, hashes, n, now);
   }
 }
 
-// metas: as run_connection_burst's (nullptr: a ring's burst, each SteerMeta
-// in its mbuf).
-void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, unsigned n, std::uint64_t now) {
+// metas and hashes: as run_connection_burst's (nullptr: a ring's burst, each
+// SteerMeta in its mbuf; hashes nullptr: the stage hashes the DCIDs).
+void run_connection_stage(LcoreContext& c, rte_mbuf** pkts, const SteerMeta* metas, const std::uint32_t* hashes,
+                          unsigned n, std::uint64_t now) {
   const bool cost = c.cost_cycles != 0;
   if (c.delivery != nullptr)
-    return cost ? run_backend_stage<true>(c, pkts, metas, n, now) : run_backend_stage<false>(c, pkts, metas, n, now);
+    return cost ? run_backend_stage<true>(c, pkts, metas, hashes, n, now) : run_backend_stage<false>(c, pkts, metas, hashes, n, now);
   switch (c.action) {
     case OwnerAction::kSink:
-      return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, metas, n, now)
-                  : run_connection_stage_as<OwnerAction::kSink, false>(c, pkts, metas, n, now);
+      return cost ? run_connection_stage_as<OwnerAction::kSink, true>(c, pkts, metas, hashes, n, now)
+                  : run_connection_stage_as<OwnerAction::kSink, false>(c, pkts, metas, hashes, n, now);
     case OwnerAction::kForward:
-      return cost ? run_connection_stage_as<OwnerAction::kForward, true>(c, pkts, metas, n, now)
-                  : run_connection_stage_as<OwnerAction::kForward, false>(c, pkts, metas, n, now);
+      return cost ? run_connection_stage_as<OwnerAction::kForward, true>(c, pkts, metas, hashes, n, now)
+                  : run_connection_stage_as<OwnerAction::kForward, false>(c, pkts, metas, hashes, n, now);
     case OwnerAction::kReflect:
-      return cost ? run_connection_stage_as<OwnerAction::kReflect, true>(c, pkts, metas, n, now)
-                  : run_connection_stage_as<OwnerAction::kReflect, false>(c, pkts, metas, n, now);
+      return cost ? run_connection_stage_as<OwnerAction::kReflect, true>(c, pkts, metas, hashes, n, now)
+                  : run_connection_stage_as<OwnerAction::kReflect, false>(c, pkts, metas, hashes, n, now);
   }
 }
 
@@ -378,7 +380,7 @@ unsigned dequeue_inbound(LcoreContext& c, std::uint64_t now) {
     if (!tx_has_room(c, now)) break;  // TX back-pressure: leave it in the ring
     const unsigned n = ring->dequeue_burst(pkts, c.burst);
     if (n == 0) continue;
-    run_connection_stage(c, pkts, nullptr, n, now);
+    run_connection_stage(c, pkts, nullptr, nullptr, n, now);
     total += n;
   }
   c.owner_stats.dequeued.add(total);
@@ -524,13 +526,14 @@ bool retry_ticket(LcoreContext& c, RxQueueContext& q, std::uint64_t now, unsigne
 }
 
 // One owner's packets of a burst: the connection stage here if this lcore
-// owns them (with their SteerMetas from the classifier's array), else a
-// hand-off to the owner's ring.
+// owns them (with their SteerMetas from the classifier's array, and their
+// DCID hashes when the classifier computed them), else a hand-off to the
+// owner's ring.
 inline void deliver(LcoreContext& c, RxQueueContext& q, std::uint16_t o, rte_mbuf** group, const SteerMeta* metas,
-                    unsigned k, std::uint64_t now) {
+                    const std::uint32_t* hashes, unsigned k, std::uint64_t now) {
   if (int(o) == c.owner_index) {
     q.stats.steered_self.add(k);
-    run_connection_stage(c, group, metas, k, now);
+    run_connection_stage(c, group, metas, hashes, k, now);
   } else {
     q.stats.steered_other.add(k);
     hand_off(c, q, o, group, k, now);
@@ -560,9 +563,18 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   SteerMeta meta[kMaxBurst];
   RouteCounts routes;
   routes.learn.log = learned_log_for(c);
+  // An owner asks for its connection-table slots as soon as the burst is
+  // parsed (SlotPrefetch), while this queue's bursts are mostly its own: the
+  // owner of a packet is known only once it is classified, and the slot
+  // asked for another owner's packet would be a line of this owner's table
+  // loaded for nothing.
+  std::uint32_t* const hash = c.slot_hashes;
+  const bool early = c.owner_index >= 0 && q.mostly_own;
+  const SlotPrefetch slots{c.shard.cids, c.shard.seed, hash};
   const bool one_owner = c.live_classifier->load(std::memory_order_acquire)
                              ->classify(pkts, n, owner, cls, meta, c.owner_index < 0 ? kNoOwner : std::uint16_t(c.owner_index),
-                                       std::uint32_t(now / c.tsc_per_ms), routes);
+                                       std::uint32_t(now / c.tsc_per_ms), routes, early ? &slots : nullptr);
+  const std::uint32_t* own_hash = early ? hash : nullptr;
   count_routes(q.stats, routes);
   share_learned(c);
   const unsigned malformed = routes.by_class[unsigned(RxClass::kMalformed)];
@@ -585,7 +597,8 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   // keeps, and a packet without one is dropped, counted as no_owner.
   const unsigned owners = unsigned(c.out_rings.size());
   if (kept == n && one_owner && owner[0] < owners) {
-    deliver(c, q, owner[0], pkts, meta, n, now);
+    q.mostly_own = int(owner[0]) == c.owner_index;
+    deliver(c, q, owner[0], pkts, meta, own_hash, n, now);
     return work;
   }
 
@@ -618,15 +631,25 @@ unsigned service_rx_queue(LcoreContext& c, RxQueueContext& q, std::uint64_t now,
   for (unsigned i = 0; i < n; ++i)
     if (owner[i] != kNoOwner) sorted[fill[owner[i]]++] = pkts[i];
   // This lcore's own group, in the same (arrival) order: its SteerMetas.
+  // With their hashes, when the classifier computed them.
+  // The hashes are moved down in place (j <= i); the entries of packets
+  // that are not QUIC were not written, and are not read
+  // (run_connection_burst).
   SteerMeta own_meta[kMaxBurst];
-  if (c.owner_index >= 0 && count[c.owner_index + 1] != 0) {
+  const unsigned own = c.owner_index >= 0 ? count[c.owner_index + 1] : 0;
+  if (own != 0) {
     unsigned j = 0;
     for (unsigned i = 0; i < n; ++i)
-      if (int(owner[i]) == c.owner_index) own_meta[j++] = meta[i];
+      if (int(owner[i]) == c.owner_index) {
+        own_meta[j] = meta[i];
+        if (early) hash[j] = hash[i];
+        ++j;
+      }
   }
+  q.mostly_own = 2 * own >= n;
 
   for (unsigned o = 0; o < owners; ++o)
-    if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, count[o + 1], now);
+    if (count[o + 1] != 0) deliver(c, q, std::uint16_t(o), sorted + start[o], own_meta, own_hash, count[o + 1], now);
   return work;
 }
 

@@ -3,8 +3,9 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
-#include "dataplane/fastpath/lane_tally.h"
 #include "dataplane/fastpath/burst.h"
+#include "dataplane/fastpath/connection_table.h"
+#include "dataplane/fastpath/lane_tally.h"
 #include "dataplane/fastpath/steer_meta.h"
 #include "steering/packet_classifier.h"
 
@@ -15,13 +16,33 @@ struct MbufClassifier::Impl {
   PacketClassifier classifier;
 };
 
+namespace {
+
+// The ParsedHook of a SlotPrefetch: the condition is the one under which the
+// classify loop below sets kSteerMetaQuic, and the hash the connection
+// stage's (run_connection_burst), so that the stage can take it as it is.
+void prefetch_slots(void* context, const std::uint8_t* const* frames, const Decision* decisions, unsigned first,
+                    unsigned n) {
+  const SlotPrefetch& p = *static_cast<SlotPrefetch*>(context);
+  for (unsigned i = 0; i < n; ++i) {
+    const ParsedPacket& packet = decisions[i].packet;
+    if (packet.verdict != Verdict::kQuic || packet.dcid_len == 0) [[unlikely]] continue;
+    const std::uint32_t h = ConnectionTable::hash_cid(frames[i] + packet.dcid_offset, packet.dcid_len, p.seed);
+    p.hashes[first + i] = h;
+    p.table->prefetch(h);
+  }
+}
+
+}  // namespace
+
 MbufClassifier::MbufClassifier(const SteeringConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 MbufClassifier::~MbufClassifier() = default;
 
 void MbufClassifier::use_tables(ForwardingTables* tables) { impl_->classifier.use_tables(tables); }
 
 bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
-                              std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts) {
+                              std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts,
+                              const SlotPrefetch* prefetch) {
   // classify_burst writes each of the n decisions whole before it reads one,
   // and reads only the n frames filled below, so none of these is
   // initialised: a burst's worth of default-constructed decisions is a 1 KB
@@ -49,7 +70,13 @@ bool MbufClassifier::classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* 
   // GCC cannot see that only the n entries written above are read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-  impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn);
+  // The caller's SlotPrefetch as it is (prefetch_slots only reads it), not a
+  // copy of it here: with the copy, GCC kept the burst's first owner on the
+  // stack in the SteerMeta loop below, and the split layout's receiver (which
+  // never prefetches) took 15 cycles more per packet (tests/bench/RESULTS.md).
+  const ParsedHook hook{prefetch_slots, const_cast<SlotPrefetch*>(prefetch)};
+  impl_->classifier.classify_burst(frames, lens, n, decisions.at, frame_lens, now_ms, &counts.learn,
+                                   prefetch != nullptr ? &hook : nullptr);
 #pragma GCC diagnostic pop
   if (n == 0) return true;
   const std::uint16_t first_owner = decisions.at[0].resolution.owner_index;

@@ -18,6 +18,22 @@ struct rte_mbuf;
 
 namespace qs {
 
+class ConnectionTable;
+
+// The receiving owner's connection-table slots, asked for as soon as a
+// burst is parsed (classify's `prefetch`): each QUIC packet's DCID is hashed
+// with the shard's seed (ConnectionTable::hash_cid, what the connection
+// stage looks the CID up by) and its slot prefetched, before QUIC-LB's AES
+// and the resolution, so that the miss overlaps the whole classification
+// instead of starting just before the lookup. hashes[i] gets pkts[i]'s hash
+// (QUIC packets with a DCID only; the others' entries are left unwritten),
+// which the connection stage then takes instead of hashing again.
+struct SlotPrefetch {
+  const ConnectionTable* table = nullptr;
+  std::uint64_t seed = 0;
+  std::uint32_t* hashes = nullptr;
+};
+
 inline constexpr unsigned kMaxOwners = 64;
 
 // The first four are the parser's verdicts; the last two exist once the
@@ -59,9 +75,11 @@ class MbufClassifier {
   // tables' entries; `counts` is added to.
   // Returns whether every packet of the burst has owner[0] for its owner
   // (true for an empty burst): the receive loop then hands the burst over
-  // whole, without grouping it.
+  // whole, without grouping it. `prefetch` (nullptr: none): see SlotPrefetch;
+  // it is done for every QUIC packet, whoever turns out to own it.
   bool classify(rte_mbuf* const* pkts, unsigned n, std::uint16_t* owner, RxClass* cls, SteerMeta* meta,
-                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts);
+                std::uint16_t local_owner, std::uint32_t now_ms, RouteCounts& counts,
+                const SlotPrefetch* prefetch = nullptr);
 
  private:
   struct Impl;

@@ -244,7 +244,7 @@ inline void init_worker(Worker& w, const Profile& profile, unsigned index, std::
 // The same connection stage as a quicsteer owner's (dataplane/fastpath/connection_stage.h,
 // as run_connection_stage uses it with action forward and no synthetic cost).
 inline void connection_stage(Worker& w, rte_mbuf** pkts, unsigned n, std::uint64_t now) {
-  run_connection_burst(w.shard, pkts, nullptr, n, now, w.stats, [&](rte_mbuf* m, std::uint8_t*, const SteerMeta&, Tracked, std::uint32_t) {
+  run_connection_burst(w.shard, pkts, nullptr, nullptr, n, now, w.stats, [&](rte_mbuf* m, std::uint8_t*, const SteerMeta&, Tracked, std::uint32_t) {
     w.stats.tx.add(rte_eth_tx_buffer(w.tx_port, w.tx_queue, w.tx_buffer, m));
   });
 }

@@ -189,6 +189,9 @@ class ConnectionStageTest : public ::testing::Test {
     options.nat_rebind = 0.2;
     traffic_ = traffic::generate_traffic(options);
     MbufClassifier classifier(steering());
+    // The slots a receiving owner would prefetch, of a table of this seed:
+    // the hashes the classifier gives for a warm burst.
+    ConnectionTable prefetched(1024);
     for (const auto& p : traffic_.packets) {
       rte_mbuf* m = rte_pktmbuf_alloc(pool_);
       ASSERT_NE(m, nullptr);
@@ -199,10 +202,13 @@ class ConnectionStageTest : public ::testing::Test {
       RxClass cls;
       SteerMeta unused;
       RouteCounts routes;
+      std::uint32_t hash = 0;  // stays 0 for a packet that is not QUIC
+      const SlotPrefetch slots{&prefetched, kSeed, &hash};
       // As a receiver that owns nothing: the SteerMeta goes into the mbuf.
-      classifier.classify(&m, 1, &owner, &cls, &unused, kNoOwner, 0, routes);
+      classifier.classify(&m, 1, &owner, &cls, &unused, kNoOwner, 0, routes, &slots);
       pkts_.push_back(m);
       metas_.push_back(*steer_meta(m));
+      hashes_.push_back(hash);
     }
   }
   void TearDown() override {
@@ -219,14 +225,23 @@ class ConnectionStageTest : public ::testing::Test {
     std::size_t next = 0;
     for (std::size_t k = 0; next < pkts_.size(); ++k) {
       const unsigned n = unsigned(std::min<std::size_t>(sizes[k % sizes.size()], pkts_.size() - next));
-      // Cold bursts (each SteerMeta from its mbuf) and warm ones (from the
-      // classifier's array) alternate. A cold burst's mbufs carry their
+      // Cold bursts (each SteerMeta from its mbuf), warm ones (from the
+      // classifier's array) and warm ones with the classifier's DCID hashes
+      // (SlotPrefetch) take turns. A cold burst's mbufs carry their
       // SteerMeta, as a hand-off leaves it; a warm burst's hold none (the
       // receiver did not write them): here, one that says "not QUIC".
-      const bool cold = k % 2 != 0;
+      const bool cold = k % 3 == 1, hashed = k % 3 == 2;
       for (unsigned i = 0; i < n; ++i) *steer_meta(pkts_[next + i]) = cold ? metas_[next + i] : SteerMeta{};
-      run_connection_burst(shard, pkts_.data() + next, cold ? nullptr : metas_.data() + next, n, 1000 + k, stats,
-                           [&](rte_mbuf* m, std::uint8_t*, const SteerMeta&, Tracked, std::uint32_t) { seen.push_back(m); });
+      run_connection_burst(shard, pkts_.data() + next, cold ? nullptr : metas_.data() + next,
+                           hashed ? hashes_.data() + next : nullptr, n, 1000 + k, stats,
+                           [&](rte_mbuf* m, std::uint8_t*, const SteerMeta& meta, Tracked, std::uint32_t hash) {
+                             // The classifier's hash is the stage's own (seen
+                             // holds every packet before this one, in order).
+                             if ((meta.flags & kSteerMetaQuic) && seen.size() < hashes_.size()) {
+                               EXPECT_EQ(hash, hashes_[seen.size()]);
+                             }
+                             seen.push_back(m);
+                           });
       next += n;
     }
     EXPECT_EQ(seen, pkts_);
@@ -236,6 +251,7 @@ class ConnectionStageTest : public ::testing::Test {
   traffic::Traffic traffic_;
   std::vector<rte_mbuf*> pkts_;
   std::vector<SteerMeta> metas_;
+  std::vector<std::uint32_t> hashes_;  // the classifier's DCID hashes (SlotPrefetch)
 };
 
 TEST_F(ConnectionStageTest, CountsWhatTheModelCountsForEveryBurstShape) {
