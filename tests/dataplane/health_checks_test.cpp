@@ -19,10 +19,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -99,27 +101,54 @@ struct SeenProbe {
   std::array<std::uint8_t, 8> dcid{}, scid{};
 };
 
-// The fleet: reads the TX rings, answers the probes of the backends alive,
-// and notes where new connections went.
+// The fleet: a thread of its own reads the TX rings, answers the probes of
+// the backends alive and notes where new connections went, whatever the
+// test's own thread (the control path: health rebuilds, reloads, which take
+// long under ThreadSanitizer) is doing. What both threads touch is under
+// mu_ (with()); the RX ring has one producer at a time.
 class Fleet {
  public:
-  Fleet(Dataplane& dp, RingPort& port) : dp_(dp), port_(port), port_mac_(mac_of_port(dp.port_id("wire"))) {}
+  Fleet(Dataplane& dp, RingPort& port) : dp_(dp), port_(port), port_mac_(mac_of_port(dp.port_id("wire"))) {
+    for (auto& a : alive) a = true;
+  }
+  ~Fleet() { stop(); }
 
-  std::array<bool, kBackends> alive{true, true, true, true};
-  // What an answer looks like: the fleet's own by default; a test may bend it.
-  std::function<void(Frame&, const SeenProbe&)> bend;
+  std::array<std::atomic<bool>, kBackends> alive;
   std::array<std::uint64_t, kBackends> probes_v4{}, probes_v6{};
   std::uint64_t malformed_probes = 0;
   std::map<unsigned, std::uint64_t> connections;  // backend -> Initials delivered to its MAC
-  std::uint64_t delivered() const {
-    std::uint64_t n = 0;
-    for (const auto& [b, k] : connections) n += k;
-    return n;
-  }
   std::vector<SeenProbe> last_probes;
 
-  // One look at both TX rings.
+  template <typename F>
+  auto with(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f();
+  }
+  std::uint64_t delivered() {
+    return with([&] {
+      std::uint64_t n = 0;
+      for (const auto& [b, k] : connections) n += k;
+      return n;
+    });
+  }
+  void start() {
+    responder_ = std::thread([this] {
+      while (!stop_.load()) {
+        with([&] { poll_locked(); });
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+  }
+  void stop() {
+    stop_.store(true);
+    if (responder_.joinable()) responder_.join();
+  }
   void poll() {
+    with([&] { poll_locked(); });
+  }
+
+  // One look at both TX rings.
+  void poll_locked() {
     void* obj = nullptr;
     while (rte_ring_dequeue(port_.tx(1), &obj) == 0) {
       auto* m = static_cast<rte_mbuf*>(obj);
@@ -138,10 +167,10 @@ class Fleet {
     }
   }
 
+  // The control path's turns (the responder answers meanwhile).
   void run_for(std::chrono::milliseconds d, const std::function<bool()>& until = nullptr) {
     const auto end = Clock::now() + d;
     while (Clock::now() < end) {
-      poll();
       if (auto change = dp_.follow_health()) std::printf("  %s\n", change->c_str());
       if (until && until()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -196,11 +225,7 @@ class Fleet {
     return traffic::build_udp_frame(L2Header{port_mac_, kRouter}, address(p.ipv6, p.ipv6 ? kVip6.data() : kVip.data()),
                                     443, address(p.ipv6, p.ipv6 ? kTapV6.data() : kTapV4.data()), 61000, q, 1, 0);
   }
-  void answer(const SeenProbe& p) {
-    Frame f = version_negotiation(p);
-    if (bend) bend(f, p);
-    inject(dp_, port_, f);
-  }
+  void answer(const SeenProbe& p) { inject(dp_, port_, version_negotiation(p)); }
 
   // New connections: Initials to the service address from `n` client ports.
   void connect(unsigned n, std::uint16_t first_port) {
@@ -209,9 +234,9 @@ class Fleet {
       for (unsigned k = 0; k < 8; ++k) q.push_back(std::uint8_t(first_port + i + k * 31));
       q.insert(q.end(), {0, 0, 0x44, 0xa0});
       q.resize(1200, 0);
-      inject(dp_, port_,
-             traffic::build_udp_frame(L2Header{port_mac_, kRouter}, IpAddress::v4(10, 99, 7, 7),
-                                      std::uint16_t(first_port + i), address(false, kVip.data()), 443, q, 1, 0));
+      const Frame f = traffic::build_udp_frame(L2Header{port_mac_, kRouter}, IpAddress::v4(10, 99, 7, 7),
+                                               std::uint16_t(first_port + i), address(false, kVip.data()), 443, q, 1, 0);
+      with([&] { inject(dp_, port_, f); });
     }
   }
 
@@ -219,6 +244,9 @@ class Fleet {
   Dataplane& dp_;
   RingPort& port_;
   MacAddress port_mac_;
+  std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  std::thread responder_;
 };
 
 std::string health_of(Dataplane& dp, unsigned i) {
@@ -242,6 +270,7 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   run_ip("link set " + tap + " up");
   Fleet fleet(dp, port);
   dp.launch();
+  fleet.start();
 
   // Until the TAP has an address of each target's family no round starts:
   // a probe that cannot leave says nothing of the backends.
@@ -249,7 +278,7 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   fleet.run_for(std::chrono::milliseconds(800));
   for (unsigned i = 0; i < kBackends; ++i) {
     EXPECT_EQ(health_of(dp, i), "unchecked") << "b" << i;
-    EXPECT_EQ(fleet.probes_v4[i] + fleet.probes_v6[i], 0u) << "b" << i;
+    EXPECT_EQ(fleet.with([&] { return fleet.probes_v4[i] + fleet.probes_v6[i]; }), 0u) << "b" << i;
   }
   EXPECT_TRUE(dp.health_down().empty());
   run_ip("-6 addr add fd99::2/64 dev " + tap + " nodad");
@@ -262,10 +291,10 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   };
   fleet.run_for(std::chrono::seconds(20), all_up);
   ASSERT_TRUE(all_up()) << "every backend answers its probes";
-  EXPECT_EQ(fleet.malformed_probes, 0u) << "every probe went by l2 to its backend, to the service address";
+  EXPECT_EQ(fleet.with([&] { return fleet.malformed_probes; }), 0u) << "every probe went by l2 to its backend, to the service address";
   for (unsigned i = 0; i < kBackends; ++i) {
-    EXPECT_GT(fleet.probes_v4[i], 0u) << "b" << i << " probed at the IPv4 service address";
-    EXPECT_GT(fleet.probes_v6[i], 0u) << "b" << i << " probed at the IPv6 service address";
+    EXPECT_GT(fleet.with([&] { return fleet.probes_v4[i]; }), 0u) << "b" << i << " probed at the IPv4 service address";
+    EXPECT_GT(fleet.with([&] { return fleet.probes_v6[i]; }), 0u) << "b" << i << " probed at the IPv6 service address";
   }
   StatsSnapshot s = dp.snapshot();
   for (const auto& b : s.backends) EXPECT_GT(b.probe_rtt_us, 0u) << b.name;
@@ -280,11 +309,11 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   EXPECT_EQ(s.backends[2].health, "down");
   EXPECT_GE(s.backends[2].probe_rounds_failed, 3u);
   EXPECT_EQ(s.backends[2].state, "active") << "the operator's state stays as the profile says";
-  fleet.connections.clear();
+  fleet.with([&] { fleet.connections.clear(); });
   fleet.connect(200, 20000);
   fleet.run_for(std::chrono::seconds(20), [&] { return fleet.delivered() >= 200u; });
-  EXPECT_EQ(fleet.connections[2], 0u) << "no new connection went to the dead backend";
-  EXPECT_GT(fleet.connections[0] + fleet.connections[1] + fleet.connections[3], 150u);
+  EXPECT_EQ(fleet.with([&] { return fleet.connections[2]; }), 0u) << "no new connection went to the dead backend";
+  EXPECT_GT(fleet.with([&] { return fleet.connections[0]; }) + fleet.with([&] { return fleet.connections[1]; }) + fleet.with([&] { return fleet.connections[3]; }), 150u);
 
   // An operator's reload while b2 is down (b3 set draining): the hash
   // takes both, health and the operator's state, and b2's health stays.
@@ -294,23 +323,23 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
     const Dataplane::SteeringReload r = dp.reload_steering(next);
     ASSERT_TRUE(r.applied) << r.message;
     EXPECT_EQ(dp.health_down(), std::vector<std::string>{"b2"});
-    fleet.connections.clear();
+    fleet.with([&] { fleet.connections.clear(); });
     fleet.connect(200, 25000);
     fleet.run_for(std::chrono::seconds(20), [&] { return fleet.delivered() >= 200u; });
-    EXPECT_EQ(fleet.connections[2], 0u) << "still no new connection to the dead backend after a reload";
-    EXPECT_EQ(fleet.connections[3], 0u) << "nor to the draining one";
-    EXPECT_EQ(fleet.connections[0] + fleet.connections[1], 200u);
+    EXPECT_EQ(fleet.with([&] { return fleet.connections[2]; }), 0u) << "still no new connection to the dead backend after a reload";
+    EXPECT_EQ(fleet.with([&] { return fleet.connections[3]; }), 0u) << "nor to the draining one";
+    EXPECT_EQ(fleet.with([&] { return fleet.connections[0]; }) + fleet.with([&] { return fleet.connections[1]; }), 200u);
     // The operator's down wins over health: b1 answers its probes (up)
     // and takes nothing.
     next.steering.backends[3].state = BackendState::kActive;
     next.steering.backends[1].state = BackendState::kDown;
     ASSERT_TRUE(dp.reload_steering(next).applied);
-    fleet.connections.clear();
+    fleet.with([&] { fleet.connections.clear(); });
     fleet.connect(200, 26000);
     fleet.run_for(std::chrono::seconds(20), [&] { return fleet.delivered() >= 200u; });
     EXPECT_EQ(health_of(dp, 1), "up") << "still probed, and it answers";
-    EXPECT_EQ(fleet.connections[1], 0u) << "down by the operator: no new connection, whatever its health";
-    EXPECT_EQ(fleet.connections[2], 0u);
+    EXPECT_EQ(fleet.with([&] { return fleet.connections[1]; }), 0u) << "down by the operator: no new connection, whatever its health";
+    EXPECT_EQ(fleet.with([&] { return fleet.connections[2]; }), 0u);
     next.steering.backends[1].state = BackendState::kActive;
     ASSERT_TRUE(dp.reload_steering(next).applied);
   }
@@ -321,18 +350,20 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   unsigned forged = 0;
   for (int round = 0; round < 8; ++round) {
     fleet.run_for(std::chrono::milliseconds(100));
-    for (const SeenProbe& p : fleet.last_probes) {
-      if (p.backend != 2) continue;
-      Frame other = fleet.version_negotiation(p);
-      other[14 + 12 + 3] ^= 0x40;  // IPv4 source, or an IPv6 source's 4th octet
-      if (p.ipv6) other[14 + 8 + 15] ^= 0x40;
-      inject(dp, port, other);
-      SeenProbe guessed = p;
-      guessed.scid[7] ^= 1;
-      inject(dp, port, fleet.version_negotiation(guessed));
-      forged += 2;
-    }
-    fleet.last_probes.clear();
+    fleet.with([&] {
+      for (const SeenProbe& p : fleet.last_probes) {
+        if (p.backend != 2) continue;
+        Frame other = fleet.version_negotiation(p);
+        other[14 + 12 + 3] ^= 0x40;  // IPv4 source, or an IPv6 source's 4th octet
+        if (p.ipv6) other[14 + 8 + 15] ^= 0x40;
+        inject(dp, port, other);
+        SeenProbe guessed = p;
+        guessed.scid[7] ^= 1;
+        inject(dp, port, fleet.version_negotiation(guessed));
+        forged += 2;
+      }
+      fleet.last_probes.clear();
+    });
   }
   fleet.run_for(std::chrono::seconds(20), [&] {
     return dp.snapshot().health_checks[0].answers_unmatched - unmatched_before >= forged;
@@ -346,10 +377,10 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   fleet.run_for(std::chrono::seconds(20), [&] { return dp.health_down().empty(); });
   ASSERT_TRUE(dp.health_down().empty());
   EXPECT_EQ(health_of(dp, 2), "up");
-  fleet.connections.clear();
+  fleet.with([&] { fleet.connections.clear(); });
   fleet.connect(200, 30000);
   fleet.run_for(std::chrono::seconds(20), [&] { return fleet.delivered() >= 200u; });
-  EXPECT_GT(fleet.connections[2], 0u) << "the returned backend takes new connections again";
+  EXPECT_GT(fleet.with([&] { return fleet.connections[2]; }), 0u) << "the returned backend takes new connections again";
 
   // Nobody answers: /healthz's sample says so, and the hash fails open
   // (the operator's active set stands, new connections still go).
@@ -357,11 +388,10 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
   fleet.run_for(std::chrono::seconds(20), [&] { return !dp.health_sample().backends_answer; });
   EXPECT_FALSE(dp.health_sample().backends_answer) << "no backend answers: /healthz unhealthy";
   fleet.run_for(std::chrono::seconds(20), [&] { return dp.health_down().size() == kBackends; });
-  fleet.connections.clear();
+  fleet.with([&] { fleet.connections.clear(); });
   fleet.connect(100, 40000);
   fleet.run_for(std::chrono::seconds(20), [&] { return fleet.delivered() >= 100u; });
-  std::uint64_t delivered = 0;
-  for (const auto& [b, n] : fleet.connections) delivered += n;
+  const std::uint64_t delivered = fleet.delivered();
   EXPECT_EQ(delivered, 100u) << "with every backend down by health, the hash fails open";
 
   dp.stop();
@@ -373,6 +403,7 @@ TEST(HealthChecks, ADeadBackendLeavesTheHashAndComesBackAndForgeriesMarkNothing)
       << "every answer the receivers passed was matched or counted unmatched";
   EXPECT_GE(h.hash_rebuilds, 3u) << "down, up, and the rest down";
   EXPECT_EQ(s.drops_total[std::size_t(DropReason::kProbeRingFull)], 0u);
+  fleet.stop();
   fleet.poll();
   drain_tx(port);
   EXPECT_EQ(dp.close_ports_and_count_leaks(), 0);
