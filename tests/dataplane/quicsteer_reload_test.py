@@ -91,7 +91,12 @@ with tempfile.TemporaryDirectory() as tmp:
         telemetry(PREFIX, "/quicsteer/steering")))
     check(done is not None and done[0].get("servers") == SERVERS and done[0].get("generation") == 3,
           f"two reloads applied, {SERVERS} servers live: {done and done[0]}")
-    text = out.text()
+    # quicsteer publishes the reload's outcome before it prints its log line,
+    # and the line reaches out.text() through a pipe and a reader thread:
+    # wait for the line rather than read the text at once.
+    text = wait_for("the second reload's log line",
+                    lambda: (lambda t: t if t.count("reload (SIGHUP) applied") >= 2 else None)(out.text())) \
+        or out.text()
     check(text.count("reload (SIGHUP) reading") == 2 and text.count("reload (SIGHUP) applied") == 2,
           "three SIGHUPs, the last two during the first reload, made two reloads")
     check(f"servers 2 -> {SERVERS}" in text and f"servers {SERVERS} -> {SERVERS}" in text,
