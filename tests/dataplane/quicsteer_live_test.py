@@ -158,7 +158,10 @@ with tempfile.TemporaryDirectory() as tmp:
     check(steering.get("generation") == 1 and steering.get("quic_lb_config_ids") == [0]
           and steering.get("reloads_refused") == 4 and steering.get("reloads_applied") == 0,
           f"after four refusals generation 1 is still live: {steering}")
-    check("reload (/quicsteer/reload) refused:" in out.text(), "refusals are printed too")
+    # The line is printed before the answer goes out, but reaches out.text()
+    # through a pipe and a reader thread.
+    check(wait_for("a refusal's log line", lambda: "reload (/quicsteer/reload) refused:" in out.text()),
+          "refusals are printed too")
 
     # A profile that adds config 1 (new key, new server IDs): generation 2.
     answer, steering = telemetry(f"/quicsteer/reload,{both}", "/quicsteer/steering")
