@@ -147,41 +147,40 @@ attempts() {
 }
 # ms T0 T1: T1 - T0 in ms, or - when either is missing.
 ms() { if [ -n "$1" ] && [ -n "$2" ]; then echo $(( ($2 - $1) / 1000000 )); else echo -; fi; }
+# transition TAG ATTEMPT_S SETTLE_S STATE AT COMMAND...: with new connection
+# attempts running, COMMAND changes server $v, and quicsteer must mark it
+# STATE; sets t_act (COMMAND's start), t_done (its end), t_state and n_state
+# (when and after how many rounds it was marked STATE), and t_first (the first
+# attempt AT victim/elsewhere after t_act).
+transition() {
+  local tag=$1 seconds=$2 settle=$3 state=$4 at=$5
+  shift 5
+  hl_captures "$tag" || return 1
+  attempts "$tag" "$seconds"
+  sleep "$settle"
+  HL_BEFORE=$(hl_lines "srv$v" "$state")
+  t_act=$(date +%s%N)
+  "$@" || return 1
+  t_done=$(date +%s%N)
+  t_state='' n_state=''
+  hl_wait "srv$v" "$state" "$HL_BEFORE" 5 && n_state=$HL_N && sleep 0.05 && t_state=$(stamped "srv$v" "$state" "$t_act")
+  wait "$sender"
+  hl_captures_done
+  t_first=$($HCHECK first-attempt "$RQ_WORK" "$tag" --victim "$v" --at "$at" --since "$t_act" \
+    --profile "$profile" --cid-tool "$BUILD/quicsteer-cid" --probe-port "$PROBE_PORT")
+}
 for ((r = 1; r <= rounds; r++)); do
   v=$(( (r - 1) % QSFL_NSERVERS ))
-  hl_captures "kill$r" || exit 1
-  attempts "kill$r" 3
-  sleep 1
-  HL_BEFORE=$(hl_lines "srv$v" down)
-  t_kill=$(date +%s%N)
-  hl_kill "$v" v4 v6
-  t_down=
-  hl_wait "srv$v" down "$HL_BEFORE" 5 && n_down=$HL_N && sleep 0.05 && t_down=$(stamped "srv$v" down "$t_kill")
-  wait "$sender"
-  hl_captures_done
-  t_else=$($HCHECK first-attempt "$RQ_WORK" "kill$r" --victim "$v" --at elsewhere --since "$t_kill" \
-    --profile "$profile" --cid-tool "$BUILD/quicsteer-cid" --probe-port "$PROBE_PORT")
-
-  hl_captures "back$r" || exit 1
-  attempts "back$r" 2.5
-  sleep 0.3
-  HL_BEFORE=$(hl_lines "srv$v" up)
-  t_restart=$(date +%s%N)
-  hl_start quicsteer-server "$v" v4 v6 || exit 1
-  t_bound=$(date +%s%N)
-  t_up=
-  hl_wait "srv$v" up "$HL_BEFORE" 5 && n_up=$HL_N && sleep 0.05 && t_up=$(stamped "srv$v" up "$t_restart")
-  wait "$sender"
-  hl_captures_done
-  t_back=$($HCHECK first-attempt "$RQ_WORK" "back$r" --victim "$v" --at victim --since "$t_restart" \
-    --profile "$profile" --cid-tool "$BUILD/quicsteer-cid" --probe-port "$PROBE_PORT")
+  transition "kill$r" 3 1 down elsewhere hl_kill "$v" v4 v6 || exit 1
+  t_kill=$t_act t_down=$t_state n_down=$n_state t_else=$t_first
+  transition "back$r" 2.5 0.3 up victim hl_start quicsteer-server "$v" v4 v6 || exit 1
+  t_restart=$t_act t_bound=$t_done t_up=$t_state n_up=$n_state t_back=$t_first
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "srv$v" "$(ms "$t_kill" "$t_down")" \
     "$(ms "$t_kill" "$t_else")" "$(ms "$t_down" "$t_else")" "$(ms "$t_restart" "$t_up")" \
     "$(ms "$t_bound" "$t_up")" "$(ms "$t_restart" "$t_back")" "${n_down:-}" "${n_up:-}" >>"$figures"
   echo "round $r (srv$v): kill->down $(ms "$t_kill" "$t_down") ms (after ${n_down:-?} rounds)," \
     "kill->first attempt elsewhere $(ms "$t_kill" "$t_else") ms; restart->up $(ms "$t_restart" "$t_up") ms" \
     "(bound->up $(ms "$t_bound" "$t_up") ms, after ${n_up:-?} rounds), restart->first attempt back $(ms "$t_restart" "$t_back") ms"
-  n_down='' n_up=''
 done
 sent1=$(probes_sent) t_sent1=$(date +%s%N)
 rq_stop_quicsteer || echo "bench health: quicsteer exited with an error"
