@@ -162,6 +162,9 @@ struct ActionConfig {
   std::uint32_t cost_cycles = 0;    // synthetic per-packet work, for experiments
   std::uint32_t tx_drain_us = 100;  // flush a partial TX burst after this long
   std::uint32_t max_connections = 65536;  // per owner shard
+  // Slots per connection in each of the shard's tables (2, 4 or 8): memory
+  // for speed, ConnectionTable's constructor says how.
+  std::uint32_t slots_per_connection = 2;
   std::uint32_t idle_timeout_ms = 30000;  // connection state expiry
 };
 

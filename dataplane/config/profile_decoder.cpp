@@ -893,7 +893,8 @@ class ProfileDecoder {
     std::optional<MapReader> m;
     if (f) {
       m.emplace(d_, *f, std::initializer_list<std::string_view>{"type", "tx_port", "delivery", "cost_cycles",
-                                                                "tx_drain_us", "max_connections", "idle_timeout_ms"});
+                                                                "tx_drain_us", "max_connections", "slots_per_connection",
+                                                                "idle_timeout_ms"});
       if (auto v = m->get("type")) {
         a.type = d_.choice(*v, kActionSpellings);
       }
@@ -902,6 +903,11 @@ class ProfileDecoder {
       if (auto v = m->get("cost_cycles")) a.cost_cycles = d_.integer<std::uint32_t>(*v, 0, 1000000);
       if (auto v = m->get("tx_drain_us")) a.tx_drain_us = d_.integer<std::uint32_t>(*v, 1, 100000);
       if (auto v = m->get("max_connections")) a.max_connections = d_.integer<std::uint32_t>(*v, 1, 16u << 20);
+      if (auto v = m->get("slots_per_connection")) {
+        a.slots_per_connection = d_.integer<std::uint32_t>(*v, 2, 8);
+        if (a.slots_per_connection != 2 && a.slots_per_connection != 4 && a.slots_per_connection != 8)
+          d_.fail(*v, std::string("must be 2, 4 or 8, got ").append(std::to_string(a.slots_per_connection)));
+      }
       if (auto v = m->get("idle_timeout_ms")) a.idle_timeout_ms = d_.integer<std::uint32_t>(*v, 1, 86400000);
     }
     // The forwarding tables forget a connection when its state does.

@@ -279,6 +279,7 @@ std::string dump_profile(const Profile& p, DumpKeys keys) {
   out << YAML::Key << "cost_cycles" << YAML::Value << p.action.cost_cycles;
   out << YAML::Key << "tx_drain_us" << YAML::Value << p.action.tx_drain_us;
   out << YAML::Key << "max_connections" << YAML::Value << p.action.max_connections;
+  out << YAML::Key << "slots_per_connection" << YAML::Value << p.action.slots_per_connection;
   out << YAML::Key << "idle_timeout_ms" << YAML::Value << p.action.idle_timeout_ms;
   out << YAML::EndMap;
 

@@ -10,22 +10,24 @@ namespace qs {
 
 namespace {
 
-std::uint32_t slot_count_for(std::uint32_t max_connections) {
+std::uint32_t slot_count_for(std::uint32_t max_connections, unsigned slots_per_connection) {
   if (max_connections == 0 || max_connections > (1u << 28))
     throw std::invalid_argument("connection table: max_connections must be 1..2^28");
-  // At most half full keeps linear probes short.
-  return std::uint32_t(std::bit_ceil(std::uint64_t(max_connections) * 2));
+  if (slots_per_connection != 2 && slots_per_connection != 4 && slots_per_connection != 8)
+    throw std::invalid_argument("connection table: slots_per_connection must be 2, 4 or 8");
+  // At most 2^31 slots: the index and the mask stay 32-bit.
+  return std::uint32_t(std::bit_ceil(std::uint64_t(max_connections) * slots_per_connection));
 }
 
 }  // namespace
 
-std::size_t ConnectionTable::memory_bytes(std::uint32_t max_connections) {
-  return std::size_t(slot_count_for(max_connections)) * sizeof(Connection);
+std::size_t ConnectionTable::memory_bytes(std::uint32_t max_connections, unsigned slots_per_connection) {
+  return std::size_t(slot_count_for(max_connections, slots_per_connection)) * sizeof(Connection);
 }
 
-ConnectionTable::ConnectionTable(std::uint32_t max_connections, SlotMemory memory)
+ConnectionTable::ConnectionTable(std::uint32_t max_connections, SlotMemory memory, unsigned slots_per_connection)
     : memory_(memory), max_(max_connections) {
-  const std::uint32_t slots = slot_count_for(max_connections);
+  const std::uint32_t slots = slot_count_for(max_connections, slots_per_connection);
   void* raw = memory_.allocate(std::size_t(slots) * sizeof(Connection), memory_.context);
   if (raw == nullptr) throw std::bad_alloc();
   slots_ = static_cast<Connection*>(raw);

@@ -49,16 +49,24 @@ static_assert(sizeof(Connection) == 128);
 
 class ConnectionTable {
  public:
-  // max_connections: the most entries held at once (the table has at least
-  // twice as many slots). Throws std::bad_alloc when `memory` has no room,
-  // std::invalid_argument on a bad size.
-  explicit ConnectionTable(std::uint32_t max_connections, SlotMemory memory = heap_slot_memory());
+  // max_connections: the most entries held at once; the table has
+  // slots_per_connection (2, 4 or 8) times as many slots, rounded up to a
+  // power of two, so that it is at most half, a quarter or an eighth full.
+  // Fuller is smaller and slower: a lookup reads 0.5 (1 + 1/(1 - load))
+  // slots on average, the home slot prefetched and the others one dependent
+  // miss each (1.46 at 0.48 full, 1.16 at 0.24; tests/bench/RESULTS.md,
+  // "Where the 1M connections' cycles go"). Throws std::bad_alloc when
+  // `memory` has no room, std::invalid_argument on a bad size.
+  static constexpr unsigned kDefaultSlotsPerConnection = 2;
+  explicit ConnectionTable(std::uint32_t max_connections, SlotMemory memory = heap_slot_memory(),
+                           unsigned slots_per_connection = kDefaultSlotsPerConnection);
   ~ConnectionTable();
   ConnectionTable(const ConnectionTable&) = delete;
   ConnectionTable& operator=(const ConnectionTable&) = delete;
 
   // Bytes of slot memory a table of max_connections takes.
-  static std::size_t memory_bytes(std::uint32_t max_connections);
+  static std::size_t memory_bytes(std::uint32_t max_connections,
+                                  unsigned slots_per_connection = kDefaultSlotsPerConnection);
 
   // A keyed hash for CIDs; the seed is chosen at start-up so that a client
   // cannot precompute colliding CIDs. Inline: the owner hashes every packet.

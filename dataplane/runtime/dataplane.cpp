@@ -153,14 +153,18 @@ std::unique_ptr<Table> make_in_eal(const std::string& what, std::size_t bytes, c
   }
 }
 
-std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore) {
+std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned slots_per_connection,
+                                                       unsigned lcore) {
   const unsigned socket = rte_lcore_to_socket_id(lcore);
   // An lcore whose CPUs span sockets has no socket of its own.
   const std::string where =
       int(socket) == SOCKET_ID_ANY ? std::string(" on any socket") : " on socket " + std::to_string(socket);
   return make_in_eal<ConnectionTable>("the connection table of lcore " + std::to_string(lcore),
-                                      ConnectionTable::memory_bytes(max_connections), where, "action.max_connections",
-                                      max_connections, eal_slot_memory(int(socket)));
+                                      ConnectionTable::memory_bytes(max_connections, slots_per_connection), where,
+                                      slots_per_connection == ConnectionTable::kDefaultSlotsPerConnection
+                                          ? "action.max_connections"
+                                          : "action.max_connections or action.slots_per_connection",
+                                      max_connections, eal_slot_memory(int(socket)), slots_per_connection);
 }
 
 std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,
@@ -381,13 +385,15 @@ void Dataplane::build_lcores() {
 
   // Owners: connection shard and a TX stage for their own queue of each TX port.
   std::printf("%s\n", services_summary(profile_).c_str());
-  std::printf("owners: %zu, each with tables of %u connections and %u CIDs (%zu MB of EAL memory on its socket)\n",
-              owners.size(), profile_.action.max_connections, profile_.action.max_connections,
-              megabytes(2 * ConnectionTable::memory_bytes(profile_.action.max_connections)));
+  const ActionConfig& action = profile_.action;
+  std::printf("owners: %zu, each with tables of %u connections and %u CIDs, %u slots each (%zu MB of EAL memory on "
+              "its socket)\n",
+              owners.size(), action.max_connections, action.max_connections, action.slots_per_connection,
+              megabytes(2 * ConnectionTable::memory_bytes(action.max_connections, action.slots_per_connection)));
   for (auto& c : lcores_) {
     if (c->owner_index < 0) continue;
-    c->cids = make_connection_table(profile_.action.max_connections, c->lcore_id);
-    c->connections = make_connection_table(profile_.action.max_connections, c->lcore_id);
+    c->cids = make_connection_table(action.max_connections, action.slots_per_connection, c->lcore_id);
+    c->connections = make_connection_table(action.max_connections, action.slots_per_connection, c->lcore_id);
     c->shard = ConnectionShard{c->cids.get(), c->connections.get(), cid_seed, std::max<std::uint64_t>(1, c->idle_timeout_tsc / 4)};
     // Expiry may run up to a quarter of the idle timeout late (both tables
     // have as many slots).

@@ -30,7 +30,8 @@ namespace qs {
 
 // An owner's connection shard in EAL memory on that lcore's NUMA socket.
 // Throws std::runtime_error naming the size and socket when EAL has no room.
-std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned lcore);
+std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned slots_per_connection,
+                                                       unsigned lcore);
 // The shared forwarding tables in EAL memory. Throws std::runtime_error
 // naming the size when EAL has no room.
 std::unique_ptr<ForwardingTables> make_forwarding_tables(const ForwardingConfig& config,

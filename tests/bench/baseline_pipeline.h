@@ -223,8 +223,8 @@ inline void init_worker_on(Worker& w, const Profile& profile, unsigned lcore_ind
   w.lcore = profile.lcores[lcore_index].id;
   w.tx_port = tx_port;
   w.tx_queue = tx_queue;
-  w.cids = make_connection_table(profile.action.max_connections, w.lcore);
-  w.connections = make_connection_table(profile.action.max_connections, w.lcore);
+  w.cids = make_connection_table(profile.action.max_connections, profile.action.slots_per_connection, w.lcore);
+  w.connections = make_connection_table(profile.action.max_connections, profile.action.slots_per_connection, w.lcore);
   w.shard = ConnectionShard{w.cids.get(), w.connections.get(), seed,
                             std::uint64_t(profile.action.idle_timeout_ms) * (rte_get_tsc_hz() / 4000)};
   w.tx_flush_tsc = std::uint64_t(profile.action.tx_drain_us) * rte_get_tsc_hz() / 1000000;

@@ -4,7 +4,7 @@
 //   ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]
 //             [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]
 //             [--scale connections|forwarding|backends|new|learn [--connections N] [--zipf S] [--idle-ms MS]
-//              [--max-connections M] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]
+//              [--max-connections M] [--slots-per-connection S] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]
 //
 // --scale (solo layout only) makes the circulating frames stand for many
 // connections (scale_traffic.h: an RX callback rewrites each one's DCID and
@@ -36,6 +36,7 @@
 //                costs the data path, and the sync thread's counters
 // --max-connections M sizes the shard apart from N (a large shard with few
 // live connections: what its size costs without their misses).
+// --slots-per-connection S sets action.slots_per_connection (2, 4 or 8).
 // --early-prefetch (connections and backends; an experiment on the harness
 // side, not quicsteer's data path): the callback also prefetches each
 // packet's CID-table slot, before quicsteer classifies the burst.
@@ -123,6 +124,7 @@ struct Options {
   double zipf = 0;            // 0: round-robin over the connections
   std::uint32_t idle_ms = 0;  // action.idle_timeout_ms; 0: the profile's default
   std::uint32_t max_connections = 0;  // action.max_connections; 0: --connections
+  std::uint32_t slots_per_connection = 0;  // action.slots_per_connection; 0: the profile's default
   bool early_prefetch = false;        // an experiment: see scale_traffic.h
   double new_per_s = 0;               // --scale learn: 0, every packet pair a new connection
   std::string peer_sync;              // --scale learn: "LISTEN,PEER" (host:port each), or empty: no peer sync
@@ -133,7 +135,7 @@ struct Options {
   std::fprintf(stderr, "usage: ring_loop --layout demo|split|solo [--seconds S] [--warmup S] [--packets N] [--json FILE] [--hugepages]\n"
                        "                 [--delivery as_is|l2|ipip|vxlan [--backends N]] [--eal-mb MB]\n"
                        "                 [--scale connections|forwarding|backends|new|learn [--connections N] [--zipf S] [--idle-ms MS]\n"
-                       "                  [--max-connections M] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]\n");
+                       "                  [--max-connections M] [--slots-per-connection S] [--early-prefetch] [--new-per-s R] [--peer-sync LISTEN,PEER [--sync-ring N]]]\n");
   std::exit(2);
 }
 
@@ -164,6 +166,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--zipf") o.zipf = std::stod(v);
     else if (a == "--idle-ms") o.idle_ms = std::uint32_t(std::stoul(v));
     else if (a == "--max-connections") o.max_connections = std::uint32_t(std::stoul(v));
+    else if (a == "--slots-per-connection") o.slots_per_connection = std::uint32_t(std::stoul(v));
     else if (a == "--new-per-s") o.new_per_s = std::stod(v);
     else if (a == "--peer-sync") o.peer_sync = v;
     else if (a == "--sync-ring") o.sync_ring = std::uint32_t(std::stoul(v));
@@ -252,7 +255,10 @@ std::string scale_yaml(const std::string& device, const Options& opt) {
   steering.pop_back();  // "\n"
   steering.pop_back();  // "}"
   steering += ", max_connections: " + std::to_string(opt.max_connections ? opt.max_connections : opt.connections) +
-              (opt.idle_ms ? ", idle_timeout_ms: " + std::to_string(opt.idle_ms) : std::string()) + "}\n";
+              (opt.idle_ms ? ", idle_timeout_ms: " + std::to_string(opt.idle_ms) : std::string()) +
+              (opt.slots_per_connection ? ", slots_per_connection: " + std::to_string(opt.slots_per_connection)
+                                        : std::string()) +
+              "}\n";
   std::string sync;
   if (!opt.peer_sync.empty()) {
     const std::size_t comma = opt.peer_sync.find(',');
@@ -370,7 +376,8 @@ void build_scale(const Options& opt, const qs::Profile& profile, qs::Dataplane& 
   auto& s = setup.stream;
   s.layout = {p.dcid_offset, p.dcid_len, p.scid_offset, p.scid_len,
               std::uint16_t(p.l3_offset + 12), p.l4_offset};
-  setup.table_bytes = 2 * qs::ConnectionTable::memory_bytes(profile.action.max_connections);
+  setup.table_bytes =
+      2 * qs::ConnectionTable::memory_bytes(profile.action.max_connections, profile.action.slots_per_connection);
   if (profile.steering.forwarding.enabled) {
     setup.table_bytes += qs::ForwardingTables::memory_bytes(profile.steering.forwarding);
     setup.established_bytes = qs::ForwardingTable::memory_bytes(profile.steering.forwarding.max_entries);
@@ -575,6 +582,7 @@ int run(const Options& opt) {
       << ", \"drops\": " << b.drops - a.drops << ", \"leaked\": " << leaked << ", \"cpu\": \"" << cpu_model()
       << "\", \"scale\": \"" << opt.scale << "\", \"connections\": " << opt.connections << ", \"zipf\": " << opt.zipf
       << ", \"max_connections\": " << profile.action.max_connections
+      << ", \"slots_per_connection\": " << profile.action.slots_per_connection
       << ", \"forwarding_entries\": " << scale.forwarding_entries << ", \"new_connections_per_s\": " << new_per_s
       << ", \"untracked\": " << b.untracked - a.untracked << ", \"expired\": " << b.expired - a.expired
       << ", \"connections_live\": " << b.connections_live << ", \"eal_startup_bytes\": " << eal_startup

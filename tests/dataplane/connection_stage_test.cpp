@@ -320,7 +320,7 @@ TEST(ConnectionTableInEalMemory, ComesFromTheOwnersSocketHeap) {
   rte_malloc_socket_stats before{}, during{};
   ASSERT_EQ(rte_malloc_get_socket_stats(socket, &before), 0);
   {
-    const auto table = make_connection_table(100000, lcore);
+    const auto table = make_connection_table(100000, 2, lcore);
     ASSERT_EQ(rte_malloc_get_socket_stats(socket, &during), 0);
     EXPECT_GE(during.heap_allocsz_bytes - before.heap_allocsz_bytes, ConnectionTable::memory_bytes(100000));
   }
@@ -332,12 +332,22 @@ TEST(ConnectionTableInEalMemory, ComesFromTheOwnersSocketHeap) {
 TEST(ConnectionTableInEalMemory, TooLargeForEalIsAClearError) {
   // 2^24 connections take 4 GB; these tests give EAL 1 GB.
   try {
-    make_connection_table(1u << 24, 1);
+    make_connection_table(1u << 24, 2, 1);
     FAIL() << "a 4 GB table fit in 1 GB of EAL memory";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("connection table of lcore 1 (4096 MB on socket"), std::string::npos) << what;
     EXPECT_NE(what.find("raise EAL -m / --socket-mem or lower action.max_connections"), std::string::npos) << what;
+  }
+  // More slots per connection: the size counts them, and the error names
+  // both keys.
+  try {
+    make_connection_table(1u << 22, 8, 1);
+    FAIL() << "a 4 GB table fit in 1 GB of EAL memory";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("connection table of lcore 1 (4096 MB on socket"), std::string::npos) << what;
+    EXPECT_NE(what.find("lower action.max_connections or action.slots_per_connection"), std::string::npos) << what;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <new>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "dataplane/fastpath/connection_table.h"
@@ -170,6 +171,34 @@ struct CountingMemory {
                       this};
   }
 };
+
+// More slots per connection: a table as many times the connections, rounded
+// up to a power of two, that still holds exactly max_connections, each
+// findable (and refuses a count it does not support).
+TEST(ConnectionTable, SlotsPerConnectionSizeTheTable) {
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000), 2048u * 128u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 4), 4096u * 128u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 8), 8192u * 128u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1024, 4), 4096u * 128u);
+  for (unsigned bad : {0u, 1u, 3u, 16u}) EXPECT_THROW(ConnectionTable(1000, heap_slot_memory(), bad), std::invalid_argument) << bad;
+  for (unsigned spc : {2u, 4u, 8u}) {
+    ConnectionTable t(1000, heap_slot_memory(), spc);
+    EXPECT_EQ(t.slot_count(), spc == 2 ? 2048u : spc == 4 ? 4096u : 8192u);
+    bool created = false;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+      const auto c = cid_of(i);
+      ASSERT_NE(t.find_or_insert(ConnectionTable::hash_cid(c.data(), 8, 7), c.data(), 8, 0, created), nullptr);
+      ASSERT_TRUE(created);
+    }
+    const auto extra = cid_of(5000);
+    EXPECT_EQ(t.find_or_insert(ConnectionTable::hash_cid(extra.data(), 8, 7), extra.data(), 8, 0, created), nullptr)
+        << "max_connections is the limit, whatever the slots";
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+      const auto c = cid_of(i);
+      ASSERT_NE(t.find(ConnectionTable::hash_cid(c.data(), 8, 7), c.data(), 8), nullptr) << spc << " " << i;
+    }
+  }
+}
 
 TEST(ConnectionTable, TakesItsSlotsFromTheMemoryItIsGiven) {
   CountingMemory m;

@@ -228,6 +228,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"max_connections_above_16M",
                    kPorts + kLcores + "action:\n  type: sink\n  max_connections: 16777217\n",
                    "t.yaml:5:20: action.max_connections", "must be in 1..16777216, got 16777217"},
+        BadProfile{"slots_per_connection_three",
+                   kPorts + kLcores + "action:\n  type: sink\n  slots_per_connection: 3\n",
+                   "t.yaml:5:25: action.slots_per_connection", "must be 2, 4 or 8, got 3"},
+        BadProfile{"slots_per_connection_sixteen",
+                   kPorts + kLcores + "action:\n  type: sink\n  slots_per_connection: 16\n",
+                   "t.yaml:5:25: action.slots_per_connection", "must be in 2..8, got 16"},
         BadProfile{"idle_timeout_zero", kPorts + kLcores + "action:\n  type: sink\n  idle_timeout_ms: 0\n",
                    "t.yaml:5:20: action.idle_timeout_ms", "must be in 1..86400000, got 0"},
         BadProfile{"idle_sleep_above_1s", kBase + "polling:\n  idle_sleep_us: 1000001\n",
@@ -1107,6 +1113,7 @@ TEST(Profile, FillsEveryDefault) {
   EXPECT_EQ(p.action.cost_cycles, 0u);
   EXPECT_EQ(p.action.tx_drain_us, 100u);
   EXPECT_EQ(p.action.max_connections, 65536u);
+  EXPECT_EQ(p.action.slots_per_connection, 2u);
   EXPECT_EQ(p.action.idle_timeout_ms, 30000u);
   EXPECT_EQ(p.polling.idle_sleep_us, 0u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 256u);
@@ -1155,7 +1162,8 @@ steering:
     - {server_id: "0a0b0c", owner: 1}
   fallback: {key: ffeeddccbbaa99887766554433221100, vnodes: 7}
 backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 70}
-action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, idle_timeout_ms: 5}
+action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, slots_per_connection: 4,
+         idle_timeout_ms: 5}
 polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8, doorbell_spin_us: 7}
 stats: {period_ms: 0, json: "results/x.json"}
 drain: {grace_s: 2.5}
@@ -1217,6 +1225,7 @@ duration_s: 0.25
   EXPECT_EQ(p.action.cost_cycles, 500u);
   EXPECT_EQ(p.action.tx_drain_us, 9u);
   EXPECT_EQ(p.action.max_connections, 1000u);
+  EXPECT_EQ(p.action.slots_per_connection, 4u);
   EXPECT_EQ(p.action.idle_timeout_ms, 5u);
   EXPECT_EQ(p.polling.idle_sleep_us, 50u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 8u);
