@@ -17,6 +17,10 @@
 #   backends_4, backends_100, backends_4096
 #                                        l2 delivery to that many backends, 65,536
 #                                        connections spread over them all
+#   conn_1m_4slots, conn_1m_zipf_4slots, fwd_1m_4slots
+#                                        the same with action.slots_per_connection
+#                                        4: tables at most a quarter full, twice
+#                                        the memory (against the same bases)
 #   new                                  every packet the first Initial of a new
 #                                        connection (setup-table, CID and connection
 #                                        inserts; expiry after 1 s idle), a shard of 2M
@@ -28,7 +32,7 @@
 # of the one lcore / packets received) with min..max, and the ratios in the
 # same run, with the targets:
 #   ratios.connections_1m_vs_1k      <= 1.5   (also _zipf, and 100k)
-#   ratios.forwarding_1m_vs_10k      <= 1.5
+#   ratios.forwarding_1m_vs_10k      <= 1.5   (also each _4slots)
 #   ratios.backends_4096_vs_4        <= 1.1
 #   new_connections_per_s            >= 1,000,000 per owner core (Katran: 125,000)
 # and memory: octets per connection (the shard's two tables over
@@ -82,11 +86,14 @@ configs=(
   "conn_1k --scale connections --connections 1000"
   "conn_100k --scale connections --connections 100000"
   "conn_1m --scale connections --connections 1000000"
+  "conn_1m_4slots --scale connections --connections 1000000 --slots-per-connection 4"
   "conn_1k_zipf --scale connections --connections 1000 --zipf 0.99"
   "conn_100k_zipf --scale connections --connections 100000 --zipf 0.99"
   "conn_1m_zipf --scale connections --connections 1000000 --zipf 0.99"
+  "conn_1m_zipf_4slots --scale connections --connections 1000000 --zipf 0.99 --slots-per-connection 4"
   "fwd_10k --scale forwarding --connections 10000"
   "fwd_1m --scale forwarding --connections 1000000"
+  "fwd_1m_4slots --scale forwarding --connections 1000000 --slots-per-connection 4"
   "backends_4 --scale backends --backends 4 --connections 65536"
   "backends_100 --scale backends --backends 100 --connections 65536"
   "backends_4096 --scale backends --backends 4096 --connections 65536"
@@ -150,7 +157,7 @@ for base in names:
         rs = [json.load(open(f"{work}/{name}-{r}.json")) for r in range(1, runs + 1)]
         raw[name] = rs
         c = {"cycles_per_packet": spread([x["cycles_per_packet"] for x in rs]), "mpps": spread([x["mpps"] for x in rs])}
-        for k in ["connections", "zipf", "max_connections", "forwarding_entries", "backends", "table_bytes",
+        for k in ["connections", "zipf", "max_connections", "slots_per_connection", "forwarding_entries", "backends", "table_bytes",
                   "established_bytes", "eal_startup_bytes"]:
             c[k] = rs[0][k]
         c["untracked"] = [x["untracked"] for x in rs]
@@ -167,6 +174,12 @@ ratios = {
     "connections_100k_vs_1k_zipf": med("conn_100k_zipf") / med("conn_1k_zipf"),
     "connections_1m_vs_1k_zipf": med("conn_1m_zipf") / med("conn_1k_zipf"),
     "forwarding_1m_vs_10k": med("fwd_1m") / med("fwd_10k"),
+    # action.slots_per_connection 4 (twice the memory), against the same
+    # bases (at 1k and 10k the tables fit in the caches either way).
+    "connections_1m_vs_1k_4slots": med("conn_1m_4slots") / med("conn_1k"),
+    "connections_1m_vs_1k_zipf_4slots": med("conn_1m_zipf_4slots") / med("conn_1k_zipf"),
+    "forwarding_1m_vs_10k_4slots": med("fwd_1m_4slots") / med("fwd_10k"),
+    "connections_1m_4slots_vs_2slots": med("conn_1m_4slots") / med("conn_1m"),
     "backends_100_vs_4": med("backends_100") / med("backends_4"),
     "backends_4096_vs_4": med("backends_4096") / med("backends_4"),
 }
@@ -174,12 +187,15 @@ for n in names:
     if n + "_before" in configs:
         ratios[f"{n}_after_vs_before"] = med(n) / med(n + "_before")
 targets = {"connections_1m_vs_1k": 1.5, "connections_1m_vs_1k_zipf": 1.5, "forwarding_1m_vs_10k": 1.5,
-           "backends_4096_vs_4": 1.1}
+           "connections_1m_vs_1k_4slots": 1.5, "connections_1m_vs_1k_zipf_4slots": 1.5,
+           "forwarding_1m_vs_10k_4slots": 1.5, "backends_4096_vs_4": 1.1}
 new = configs["new"]
 new_per_s = new["new_connections_per_s"]["median"]
 c1m, f1m = configs["conn_1m"], configs["fwd_1m"]
 memory_figures = {
     "octets_per_connection": c1m["table_bytes"] / c1m["max_connections"],
+    "octets_per_connection_4slots": configs["conn_1m_4slots"]["table_bytes"] / c1m["max_connections"],
+    "startup_eal_bytes_1m_per_owner_4slots": configs["conn_1m_4slots"]["eal_startup_bytes"],
     "octets_per_forwarding_entry": f1m["established_bytes"] / f1m["forwarding_entries"],
     "forwarding_entries_of_1m": f1m["forwarding_entries"],
     "startup_eal_bytes_1m_per_owner": c1m["eal_startup_bytes"],
@@ -201,7 +217,8 @@ n = new["new_connections_per_s"]
 print(f"new_connections_per_s = {n['median']:,.0f} per owner core ({n['min']:,.0f}..{n['max']:,.0f}; "
       f"{tsc_hz / n['median']:.0f} cycles each; Katran 125,000: {n['median'] / 125000:.1f}x; "
       f"target >= 1,000,000: {'met' if n['median'] >= 1e6 else 'not met'}); untracked {new['untracked']}  [{cpu}]")
-print(f"memory: {memory_figures['octets_per_connection']:.0f} octets per connection (action.max_connections), "
+print(f"memory: {memory_figures['octets_per_connection']:.0f} octets per connection (action.max_connections; "
+      f"{memory_figures['octets_per_connection_4slots']:.0f} with slots_per_connection 4), "
       f"{memory_figures['octets_per_forwarding_entry']:.1f} per forwarding entry (steering.forwarding.max_entries); "
       f"start-up EAL memory with 1M connections per owner {memory_figures['startup_eal_bytes_1m_per_owner'] / 2**20:.0f} MB "
       f"(with 1k: {memory_figures['startup_eal_bytes_1k_per_owner'] / 2**20:.0f} MB)")
