@@ -168,20 +168,14 @@ class ForwardingTables {
   const ForwardingTable& established() const { return established_; }
   const ForwardingTable& setup() const { return setup_; }
 
-  // The tables' keys: a DCID; a 4-tuple; a 4-tuple and a long header's SCID.
+  // The tables' keys: a DCID; a 4-tuple; a 4-tuple and a long header's SCID
+  // (long_header_keys, below, with the 4-tuple's).
   std::uint64_t cid_key(const std::uint8_t* frame, const ParsedPacket& p) const {
     return table_hash(seed_, p.dcid(frame), p.dcid_len);
   }
   std::uint64_t tuple_key(const std::uint8_t* frame, const ParsedPacket& p) const {
     std::uint8_t input[38];
     return table_hash(seed_ ^ kTupleSeed, input, resolver_detail::tuple_octets(frame, p, input));
-  }
-  std::uint64_t setup_key(const std::uint8_t* frame, const ParsedPacket& p) const {
-    std::uint8_t input[38 + 1 + 255];
-    std::size_t n = resolver_detail::tuple_octets(frame, p, input);
-    input[n++] = p.scid_len;
-    std::memcpy(input + n, p.scid(frame), p.scid_len);
-    return table_hash(seed_ ^ kSetupSeed, input, n + p.scid_len);
   }
 
   // The source a packet's entries are charged to: its IPv4 address, or
@@ -200,6 +194,28 @@ class ForwardingTables {
 
   // Starts loading what the lookup of this DCID key reads first.
   void prefetch(std::uint64_t cid_key) const { established_.prefetch(cid_key); }
+
+  // A long header's other keys. A burst computes them with its DCID keys
+  // and prefetches their buckets, because a new connection's Initial looks
+  // up all three (its setup entry, its DCID, its 4-tuple), each a miss in a
+  // large table: asked for one after the other, they cost one round trip
+  // each per new connection.
+  struct LongHeaderKeys {
+    std::uint64_t setup;
+    std::uint64_t tuple;
+  };
+  LongHeaderKeys long_header_keys(const std::uint8_t* frame, const ParsedPacket& p) const {
+    std::uint8_t input[38 + 1 + 255];
+    std::size_t n = resolver_detail::tuple_octets(frame, p, input);
+    const std::uint64_t tuple = table_hash(seed_ ^ kTupleSeed, input, n);
+    input[n++] = p.scid_len;
+    std::memcpy(input + n, p.scid(frame), p.scid_len);
+    return {table_hash(seed_ ^ kSetupSeed, input, n + p.scid_len), tuple};
+  }
+  void prefetch(const LongHeaderKeys& keys) const {
+    setup_.prefetch(keys.setup);
+    established_.prefetch(keys.tuple);
+  }
 
   // Removes idle entries of both tables, up to max_buckets of each. Returns
   // how many went. One caller at a time.
@@ -257,14 +273,16 @@ class ForwardingTables {
   // it goes (see the top of this file).
   Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
                      std::uint32_t now_ms, LearnCounts& counts) {
-    return resolve(r, frame, p, cid_key(frame, p), now_ms, counts);
+    return resolve(r, frame, p, cid_key(frame, p), nullptr, now_ms, counts);
   }
-  // The same, with the DCID's key (cid_key) already known: a burst computes
-  // its keys and prefetches their buckets first.
+  // The same, with the DCID's key (cid_key) already known, and a long
+  // header's other keys (nullptr: computed here): a burst computes its keys
+  // and prefetches their buckets first.
   Resolution resolve(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p, std::uint64_t cid,
-                     std::uint32_t now_ms, LearnCounts& counts) {
+                     const LongHeaderKeys* keys, std::uint32_t now_ms, LearnCounts& counts) {
     if (p.form == QuicForm::kLong) {
-      const std::uint64_t setup = setup_key(frame, p);
+      const LongHeaderKeys own = keys != nullptr ? *keys : long_header_keys(frame, p);
+      const std::uint64_t setup = own.setup;
       ForwardingTable::Entry entry = setup_.find_entry(setup, now_ms);
       if (entry.found()) {
         const std::uint16_t target = entry.target();
@@ -273,12 +291,12 @@ class ForwardingTables {
           // The 4-tuple is learned with each new DCID (the rest of a
           // handshake's packets find theirs present and skip it).
           if (learn_from(setup_, entry, frame, p, cid, false, now_ms, counts))
-            learn(frame, p, tuple_key(frame, p), target, now_ms, counts, kTupleCredit);
+            learn(frame, p, own.tuple, target, now_ms, counts, kTupleCredit);
           return learned;
         }
         ++counts.retired_hits;
       }
-      const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
+      const Resolution known = resolve_known(r, frame, p, cid, &own.tuple, now_ms, counts);
       if (known.routed()) return known;
       const std::uint16_t hashed = r.fallback_target(frame, p);
       if (p.opens_connection && udp_payload(frame, p) < kMinInitialDatagram) {
@@ -295,7 +313,7 @@ class ForwardingTables {
       }
       return r.resolution(hashed, r.fallback_method());
     }
-    const Resolution known = resolve_known(r, frame, p, cid, now_ms, counts);
+    const Resolution known = resolve_known(r, frame, p, cid, nullptr, now_ms, counts);
     if (known.routed()) return known;
     return r.resolution(r.fallback_target(frame, p), ResolveMethod::kFallbackUnknownCid);
   }
@@ -312,15 +330,19 @@ class ForwardingTables {
     return std::size_t(udp[4] << 8 | udp[5]) - 8;
   }
 
+  // `tuple`: the 4-tuple's key when the caller has it (nullptr: computed
+  // here, only when the DCID is not known).
   Resolution resolve_known(const OwnerResolver& r, const std::uint8_t* frame, const ParsedPacket& p,
-                           std::uint64_t cid, std::uint32_t now_ms, LearnCounts& counts) {
+                           std::uint64_t cid, const std::uint64_t* tuple_key_known, std::uint32_t now_ms,
+                           LearnCounts& counts) {
     const std::uint16_t target = established_.find(cid, now_ms);
     if (target != ForwardingTable::kNone) {
       const Resolution learned = r.resolution(target, ResolveMethod::kLearnedCid);
       if (learned.routed()) return learned;
       ++counts.retired_hits;
     }
-    ForwardingTable::Entry tuple = established_.find_entry(tuple_key(frame, p), now_ms);
+    ForwardingTable::Entry tuple =
+        established_.find_entry(tuple_key_known != nullptr ? *tuple_key_known : tuple_key(frame, p), now_ms);
     if (tuple.found()) {
       const Resolution learned = r.resolution(tuple.target(), ResolveMethod::kLearnedTuple);
       if (learned.routed()) {

@@ -180,17 +180,26 @@ void PacketClassifier::classify_burst(const std::uint8_t* const* frames,
     }
     // Hash every DCID and ask for its bucket first, so that the table's
     // cache misses overlap instead of costing one round trip per packet.
+    // A long header's setup and 4-tuple keys too: a new connection's
+    // Initial looks all three up.
     std::uint64_t cid_hash[kChunk];
+    ForwardingTables::LongHeaderKeys long_keys[kChunk];
     for (unsigned i = 0; i < m; ++i) {
       if (!unrouted[i]) continue;
       const ParsedPacket& p = out[base + i].packet;
       cid_hash[i] = tables_->cid_key(frames[base + i], p);
       tables_->prefetch(cid_hash[i]);
+      if (p.form == QuicForm::kLong) {
+        long_keys[i] = tables_->long_header_keys(frames[base + i], p);
+        tables_->prefetch(long_keys[i]);
+      }
     }
     for (unsigned i = 0; i < m; ++i)
-      if (unrouted[i])
-        out[base + i].resolution =
-            tables_->resolve(resolver_, frames[base + i], out[base + i].packet, cid_hash[i], now_ms, learn);
+      if (unrouted[i]) {
+        const ParsedPacket& p = out[base + i].packet;
+        out[base + i].resolution = tables_->resolve(resolver_, frames[base + i], p, cid_hash[i],
+                                                    p.form == QuicForm::kLong ? &long_keys[i] : nullptr, now_ms, learn);
+      }
   }
 }
 
