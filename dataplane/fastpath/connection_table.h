@@ -35,9 +35,10 @@ struct alignas(64) Connection {
   bool used = false;
   std::uint32_t hash = 0;
   std::uint32_t migrations = 0;  // times the connection (or CID) arrived from a new 4-tuple
+  // In the first line with `used`: the expiry sweep reads only these.
+  std::uint64_t last_seen_tsc = 0;
   FourTuple tuple;               // the current one
   std::uint64_t first_seen_tsc = 0;
-  std::uint64_t last_seen_tsc = 0;
   std::uint64_t packets = 0;
   std::uint64_t bytes = 0;
   // A CID's entry: the key of its connection's entry (connection_stage.h),
