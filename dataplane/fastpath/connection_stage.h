@@ -112,11 +112,18 @@ inline std::uint64_t connection_key_of(const ConnectionShard& shard, rte_mbuf* m
   return siphash13(key, input, sizeof t + 1 + scid_len);
 }
 
+// A connection key is the connections table's 8-octet "CID".
+inline std::uint32_t connection_hash(const ConnectionShard& shard, std::uint64_t key) {
+  std::uint8_t bytes[8];
+  std::memcpy(bytes, &key, 8);
+  return ConnectionTable::hash_cid(bytes, 8, shard.seed);
+}
+
 inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, std::uint64_t now, bool create,
                                    bool& created) {
   std::uint8_t bytes[8];
   std::memcpy(bytes, &key, 8);
-  const std::uint32_t h = ConnectionTable::hash_cid(bytes, 8, shard.seed);
+  const std::uint32_t h = connection_hash(shard, key);
   created = false;
   return create ? shard.connections->find_or_insert(h, bytes, 8, now, created) : shard.connections->find(h, bytes, 8);
 }
@@ -124,14 +131,16 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
 // What track_connection does when a CID is new or its 4-tuple changed: the
 // rare outcomes, out of line so that the common one (a known CID on its
 // recorded 4-tuple) inlines into the burst loop without their registers.
+// `known_key`: the new CID's connection key when the burst computed it
+// (prefetch_new_connections), else nullptr.
 [[gnu::noinline]] inline Tracked track_connection_change(ConnectionShard& shard, Connection* cid, bool created,
                                                         const FrameTuple& seen, rte_mbuf* m, const SteerMeta& meta,
-                                                        std::uint64_t now) {
+                                                        std::uint64_t now, const std::uint64_t* known_key) {
   if (created) {
     FourTuple t;
     seen.copy_to(t);
     cid->tuple = t;
-    cid->connection_key = connection_key_of(shard, m, meta, t);
+    cid->connection_key = known_key != nullptr ? *known_key : connection_key_of(shard, m, meta, t);
     cid->connection_refreshed_tsc = now;
     bool new_connection = false;
     Connection* conn = find_connection(shard, cid->connection_key, now, true, new_connection);
@@ -189,10 +198,10 @@ inline std::uint32_t tuple_entropy(const std::uint8_t* frame, const SteerMeta& m
 
 // `hash` is ConnectionTable::hash_cid of the packet's DCID (for a packet
 // that is not QUIC, tuple_entropy); `frame` is m's data (rte_pktmbuf_mtod), which the
-// burst loop has already located.
+// burst loop has already located; `known_key` as track_connection_change's.
 [[gnu::always_inline]] inline Tracked track_connection(ConnectionShard& shard, std::uint32_t hash, rte_mbuf* m,
                                                        const std::uint8_t* frame, const SteerMeta& meta,
-                                                       std::uint64_t now) {
+                                                       std::uint64_t now, const std::uint64_t* known_key = nullptr) {
   if (!(meta.flags & kSteerMetaQuic)) return Tracked::kNotQuic;
   if (meta.dcid_len > kMaxCidLen) return Tracked::kUntrackedLongDcid;
   bool created = false;
@@ -201,12 +210,10 @@ inline std::uint32_t tuple_entropy(const std::uint8_t* frame, const SteerMeta& m
   const FrameTuple seen(frame, meta);
   Tracked outcome = Tracked::kKnown;
   if (created || !seen.matches(cid->tuple)) [[unlikely]]
-    outcome = track_connection_change(shard, cid, created, seen, m, meta, now);
+    outcome = track_connection_change(shard, cid, created, seen, m, meta, now, known_key);
   if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) [[unlikely]]
     refresh_connection(shard, cid, now);
   cid->last_seen_tsc = now;
-  ++cid->packets;
-  cid->bytes += m->pkt_len;
   return outcome;
 }
 
@@ -284,17 +291,23 @@ template <typename Act>
       }
     }
     // Each frame is located once (buf_addr + data_off) and kept for the
-    // bookkeeping below.
+    // bookkeeping below; `long_headers` marks the QUIC long headers (bit i:
+    // b[i]), for the pass after.
+    static_assert(kMaxStageBurst <= 64);
+    constexpr std::uint8_t kQuicLong = kSteerMetaQuic | kSteerMetaLongHeader;
+    std::uint64_t long_headers = 0;
     if (hashes != nullptr) {
       for (unsigned i = 0; i < k; ++i) {
         frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
         // No connection to track, but a flow all the same: its hash is the
         // entropy an encapsulation gives the paths to its backend.
         hash[i] = !(meta(i).flags & kSteerMetaQuic) ? tuple_entropy(frame[i], meta(i), shard.seed) : hashes[base + i];
+        long_headers |= std::uint64_t((meta(i).flags & kQuicLong) == kQuicLong) << i;
       }
     } else {
       for (unsigned i = 0; i < k; ++i) {
         frame[i] = rte_pktmbuf_mtod(b[i], std::uint8_t*);
+        long_headers |= std::uint64_t((meta(i).flags & kQuicLong) == kQuicLong) << i;
         if (!(meta(i).flags & kSteerMetaQuic)) [[unlikely]] {
           hash[i] = tuple_entropy(frame[i], meta(i), shard.seed);
           continue;
@@ -303,12 +316,32 @@ template <typename Act>
         shard.cids->prefetch(hash[i]);
       }
     }
+    // A long header whose CID the shard lacks opens a connection (or brings
+    // a new CID of one): its connection's key and the connections table's
+    // slot, asked for before the bookkeeping, so that a burst of new
+    // connections waits for those misses once, not once per packet. The
+    // CID slots were prefetched above (or by the receiver); a burst of
+    // short headers skips the pass.
+    std::uint64_t new_key[kMaxStageBurst];
+    std::uint64_t keyed = 0;  // bit i: new_key[i] holds b[i]'s
+    for (std::uint64_t todo = long_headers; todo != 0; todo &= todo - 1) {
+      const unsigned i = unsigned(__builtin_ctzll(todo));
+      const SteerMeta& mi = meta(i);
+      if (mi.dcid_len > kMaxCidLen || shard.cids->find(hash[i], frame[i] + mi.dcid_offset, mi.dcid_len) != nullptr)
+        continue;
+      FourTuple t;
+      FrameTuple(frame[i], mi).copy_to(t);
+      new_key[i] = connection_key_of(shard, b[i], mi, t);
+      shard.connections->prefetch(connection_hash(shard, new_key[i]));
+      keyed |= std::uint64_t(1) << i;
+    }
     // Counted before `act`: a TX refusal inside it takes its packets back
     // out of processed (they are tx_full drops), and must find them counted.
     stats.processed.add(k);
     unsigned tally[kTrackedKinds] = {};
     for (unsigned i = 0; i < k; ++i) {
-      const Tracked outcome = track_connection(shard, hash[i], b[i], frame[i], meta(i), now);
+      const Tracked outcome = track_connection(shard, hash[i], b[i], frame[i], meta(i), now,
+                                               (keyed >> i & 1) != 0 ? &new_key[i] : nullptr);
       ++tally[unsigned(outcome)];
       act(b[i], frame[i], meta(i), outcome, hash[i]);
     }

@@ -27,8 +27,11 @@ struct FourTuple {
   std::uint8_t ipv6;
 };
 
-// Two cache lines: a lookup probes the key in the first; the second holds the
-// tail of the 4-tuple and the counters. prefetch() asks for both.
+// Two cache lines: a lookup probes the key in the first, where a packet
+// writes its time (the only store of a packet on a known 4-tuple); the
+// second holds the tail of the 4-tuple and what ties a CID to its
+// connection. prefetch() asks for both. No per-connection packet or octet
+// counts: nothing reads them, and their stores dirtied the second line.
 struct alignas(64) Connection {
   std::uint8_t cid_len = 0;
   std::uint8_t cid[kMaxCidLen];
@@ -38,9 +41,6 @@ struct alignas(64) Connection {
   // In the first line with `used`: the expiry sweep reads only these.
   std::uint64_t last_seen_tsc = 0;
   FourTuple tuple;               // the current one
-  std::uint64_t first_seen_tsc = 0;
-  std::uint64_t packets = 0;
-  std::uint64_t bytes = 0;
   // A CID's entry: the key of its connection's entry (connection_stage.h),
   // and when it last kept that entry from expiring.
   std::uint64_t connection_key = 0;
@@ -249,7 +249,6 @@ inline Connection* ConnectionTable::find_or_insert(std::uint32_t hash, const std
   c.hash = hash;
   c.cid_len = std::uint8_t(len);
   std::memcpy(c.cid, cid, len);
-  c.first_seen_tsc = now_tsc;
   c.last_seen_tsc = now_tsc;
   ++size_;
   created = true;

@@ -33,7 +33,7 @@ TEST(ConnectionTable, InsertsOnceAndFindsAgain) {
   EXPECT_EQ(a, b);
   EXPECT_FALSE(created);
   EXPECT_EQ(t.size(), 1u);
-  EXPECT_EQ(a->first_seen_tsc, 10u);
+  EXPECT_EQ(a->last_seen_tsc, 10u) << "an entry is created seen";
   // Same octets, different length: a different CID.
   EXPECT_EQ(t.find(ConnectionTable::hash_cid(c.data(), 7, 1), c.data(), 7), nullptr);
 }
