@@ -43,9 +43,9 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "afxdp.sh: --runs wants a whole number >= 1" >&2; exit 2; }
-[[ $packets =~ ^[1-9][0-9]*$ ]] || { echo "afxdp.sh: --packets wants a whole number >= 1" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] || { echo "afxdp.sh: needs root (network namespaces)" >&2; exit 1; }
+bench_whole_number afxdp.sh --runs "$runs"
+bench_whole_number afxdp.sh --packets "$packets"
+bench_need_root afxdp.sh
 source tests/realquic/topology.sh
 qsrq_can_afxdp || { echo "afxdp.sh: this machine cannot do AF_XDP (no AF_XDP sockets or no net_af_xdp PMD)" >&2; exit 1; }
 for tool in dpdk-testpmd ethtool taskset; do

@@ -67,9 +67,9 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "bench health: --rounds wants a whole number >= 1" >&2; exit 2; }
-[[ $rate =~ ^[1-9][0-9]*$ ]] || { echo "bench health: --attempts-per-s wants a whole number >= 1" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] || { echo "bench health: needs root (network namespaces)" >&2; exit 1; }
+bench_whole_number "bench health" --rounds "$rounds"
+bench_whole_number "bench health" --attempts-per-s "$rate"
+bench_need_root "bench health"
 bash scripts/setup.sh || exit 1
 build_bench "bench health" quicsteer quicsteer-server quicsteer-cid tests/bench/health_disagreement
 

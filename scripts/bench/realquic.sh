@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
       exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "bench realquic: needs root (network namespaces)" >&2; exit 1; }
+bench_need_root "bench realquic"
 bash scripts/setup.sh || exit 1
 build_bench "bench realquic" quicsteer quicsteer-server
 

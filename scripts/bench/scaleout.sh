@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: scripts/bench.sh scaleout [--json FILE] [--rounds N]" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "bench scaleout: needs root (network namespaces)" >&2; exit 1; }
+bench_need_root "bench scaleout"
 bash scripts/setup.sh || exit 1
 build_bench "bench scaleout" quicsteer quicsteer-server quicsteer-cid
 

@@ -93,9 +93,7 @@ if ! qsfl_can_netns; then
   echo "SKIP: the fleet test needs root and network namespaces with veth pairs, a bridge and VXLAN (uid $(id -u))"
   exit 77
 fi
-for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3 bridge; do
-  command -v "$tool" >/dev/null || { echo "fleet: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
-done
+rq_require_tools fleet gtlsclient gtlsserver openssl tcpdump ethtool ss python3 bridge
 if [ "$MODE" = ipip ] && ! qsfl_has_ipip; then
   echo "SKIP: fleet ipip: $QSFL_IPIP_MISSING"
   exit 77

@@ -70,9 +70,7 @@ if ! qsfl_can_netns; then
   echo "SKIP: the health test needs root and network namespaces with veth pairs, a bridge and VXLAN (uid $(id -u))"
   exit 77
 fi
-for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3 bridge nft ping; do
-  command -v "$tool" >/dev/null || { echo "health: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
-done
+rq_require_tools health gtlsclient gtlsserver openssl tcpdump ethtool ss python3 bridge nft ping
 
 RQ_BUILD=$BUILD
 RQ_PREFIX=qshc$$

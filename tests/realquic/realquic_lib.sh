@@ -15,6 +15,17 @@ RQ_PORT=443
 
 rq_log() { echo "realquic: $*"; }
 
+# rq_require_tools NAME TOOL...: exits 1, naming the first TOOL missing from
+# PATH, as test NAME (scripts/setup.sh installs them all; a missing one is a
+# broken set-up, not a reason to skip).
+rq_require_tools() {
+  local name=$1 tool
+  shift
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$name: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
+  done
+}
+
 # rq_with_rx_port PROFILE FROM: PROFILE with the wire port (its lines from
 # "  - name: wire" to the next port) and the lcores section (which lcore
 # polls which of the port's queues) taken from FROM, to stdout: the other

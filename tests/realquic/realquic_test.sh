@@ -59,9 +59,7 @@ case $RX in
     fi ;;
   *) echo "realquic: RX must be af_packet or af_xdp, not '$RX'"; exit 2 ;;
 esac
-for tool in gtlsclient gtlsserver openssl tcpdump ethtool ss python3; do
-  command -v "$tool" >/dev/null || { echo "realquic: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
-done
+rq_require_tools realquic gtlsclient gtlsserver openssl tcpdump ethtool ss python3
 
 RQ_BUILD=$BUILD
 RQ_PREFIX=qsrq$$

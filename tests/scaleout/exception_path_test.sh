@@ -48,9 +48,7 @@ if ! qsso_can_run; then
   echo "SKIP: the exception-path test needs root, network namespaces with veth pairs and a bridge, and FRR (zebra, bgpd, bfdd, vtysh: Debian's frr) (uid $(id -u))"
   exit 77
 fi
-for tool in gtlsclient tcpdump ethtool ss tc curl openssl python3 nft ping; do
-  command -v "$tool" >/dev/null || { echo "exception: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
-done
+rq_require_tools exception gtlsclient tcpdump ethtool ss tc curl openssl python3 nft ping
 
 QSSO_NINSTANCES=1       # one instance (the router's FRR still names a second: it stays idle)
 RQ_BUILD=$BUILD

@@ -64,9 +64,7 @@ if ! qsso_can_run; then
   echo "SKIP: the scale-out test needs root, network namespaces with veth pairs and a bridge, and FRR (zebra, bgpd, bfdd, vtysh: Debian's frr) (uid $(id -u))"
   exit 77
 fi
-for tool in gtlsclient gtlsserver tcpdump ethtool ss tc curl openssl python3; do
-  command -v "$tool" >/dev/null || { echo "scaleout: '$tool' is missing (scripts/setup.sh installs it)"; exit 1; }
-done
+rq_require_tools scaleout gtlsclient gtlsserver tcpdump ethtool ss tc curl openssl python3
 
 RQ_BUILD=$BUILD
 RQ_WORK=$(mktemp -d /tmp/qsso-test.XXXXXX)

@@ -23,6 +23,6 @@ bench_parse_args() {
     esac
     shift 2
   done
-  [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "$caller: --runs wants a whole number >= 1" >&2; exit 2; }
+  bench_whole_number "$caller" --runs "$runs"
   [[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "$caller: --seconds wants a number" >&2; exit 2; }
 }

@@ -10,3 +10,14 @@ build=${QS_BUILD_DIR:-$root/build}
 source "$root/scripts/bench/lib/build.sh"
 
 cpu_model() { grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'; }
+
+# bench_whole_number CALLER OPTION VALUE: exits 2 unless VALUE is a whole
+# number >= 1.
+bench_whole_number() {
+  [[ $3 =~ ^[1-9][0-9]*$ ]] || { echo "$1: $2 wants a whole number >= 1" >&2; exit 2; }
+}
+
+# bench_need_root CALLER: the drivers that make network namespaces.
+bench_need_root() {
+  [ "$(id -u)" -eq 0 ] || { echo "$1: needs root (network namespaces)" >&2; exit 1; }
+}
