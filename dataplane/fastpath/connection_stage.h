@@ -48,9 +48,37 @@ enum class Tracked : std::uint8_t {
   kUntrackedLongDcid,  // a DCID longer than a table key (an unknown version's, up to 255 octets)
 };
 
+// A 4-tuple, whole: what a long header's connection key is computed from
+// (connection_key_of). An entry records less (FrameTuple::record).
+struct FourTuple {
+  std::uint8_t src_addr[16];  // IPv4 uses the first 4 octets
+  std::uint8_t dst_addr[16];
+  std::uint16_t src_port;     // network byte order, as on the wire
+  std::uint16_t dst_port;
+  std::uint8_t ipv6;
+};
+
+// A 4-tuple's addresses as an entry records them, in 8 octets: IPv4's source
+// and destination as they are (adjacent in the header, as IPv6's are);
+// IPv6's 32 as a 64-bit digest keyed by the shard's seed. The whole tuple
+// would take an entry past one cache line (Connection). The cost is that two
+// IPv6 address pairs with one digest would hide a migration between them
+// from the owner's count: at 2^-64 per change, and not to be aimed at
+// without the seed. Nothing routes by the record: the CID decides the owner
+// and the backend either way.
+inline std::uint64_t tuple_addresses(const std::uint8_t* addresses, bool ipv6, std::uint64_t seed) {
+  using connection_table_detail::hash_mix;
+  using connection_table_detail::hash_word;
+  if (!ipv6) return hash_word(addresses);
+  // Two independent products, then one: the chain is two multiplies long.
+  const std::uint64_t a = hash_mix(hash_word(addresses) ^ seed, hash_word(addresses + 8) ^ 0xa0761d6478bd642full);
+  const std::uint64_t b = hash_mix(hash_word(addresses + 16) ^ ~seed, hash_word(addresses + 24) ^ 0xe7037ed1a0b428dbull);
+  return hash_mix(a ^ 0x8ebc6af09c88c6e3ull, b ^ seed);
+}
+
 // A packet's 4-tuple where its frame holds it. The per-packet question is
 // only whether it still equals the one on record, so it is compared in place
-// with fixed-size loads; it is copied out (copy_to) only when it differs. A
+// with fixed-size loads; it is recorded (record) only when it differs. A
 // FourTuple staged on the stack with a memset and small copies and then
 // compared whole costs a store-forwarding stall on every packet.
 struct FrameTuple {
@@ -62,21 +90,26 @@ struct FrameTuple {
       : l3(frame + meta.l3_offset()), udp(frame + meta.l4_offset), ipv6((meta.flags & kSteerMetaIpv6) != 0) {}
   FrameTuple(rte_mbuf* m, const SteerMeta& meta) : FrameTuple(rte_pktmbuf_mtod(m, const std::uint8_t*), meta) {}
 
-  // Equal to what copy_to() would write: an IPv4 tuple's address octets past
-  // the fourth are always zero there, so they need no compare.
-  bool matches(const FourTuple& t) const {
-    static_assert(offsetof(FourTuple, dst_port) == offsetof(FourTuple, src_port) + 2);
-    std::uint32_t ports, recorded_ports;
-    std::memcpy(&ports, udp, 4);
-    std::memcpy(&recorded_ports, &t.src_port, 4);
-    if (ports != recorded_ports || t.ipv6 != std::uint8_t(ipv6)) return false;
-    if (ipv6) return std::memcmp(t.src_addr, l3 + 8, 16) == 0 && std::memcmp(t.dst_addr, l3 + 24, 16) == 0;
-    std::uint32_t src, dst, recorded_src, recorded_dst;
-    std::memcpy(&src, l3 + 12, 4);
-    std::memcpy(&dst, l3 + 16, 4);
-    std::memcpy(&recorded_src, t.src_addr, 4);
-    std::memcpy(&recorded_dst, t.dst_addr, 4);
-    return src == recorded_src && dst == recorded_dst;
+  // The source and destination addresses, adjacent in either header.
+  const std::uint8_t* addresses() const { return l3 + (ipv6 ? 8 : 12); }
+  std::uint32_t ports() const {
+    std::uint32_t p;
+    std::memcpy(&p, udp, 4);
+    return p;
+  }
+
+  // Whether this is the 4-tuple `c` records (`seed`: its shard's). The
+  // ports and the family first: an IPv6 packet on its recorded ports pays
+  // for the digest, nothing else does.
+  bool matches(const Connection& c, std::uint64_t seed) const {
+    if (ports() != c.tuple_ports || c.tuple_ipv6 != std::uint8_t(ipv6)) return false;
+    return tuple_addresses(addresses(), ipv6, seed) == c.tuple_addresses;
+  }
+
+  void record(Connection& c, std::uint64_t seed) const {
+    c.tuple_ipv6 = std::uint8_t(ipv6);
+    c.tuple_ports = ports();
+    c.tuple_addresses = tuple_addresses(addresses(), ipv6, seed);
   }
 
   void copy_to(FourTuple& t) const {
@@ -93,6 +126,12 @@ struct FrameTuple {
     std::memcpy(&t.dst_port, udp + 2, 2);
   }
 };
+
+inline void copy_tuple_record(Connection& to, const Connection& from) {
+  to.tuple_ipv6 = from.tuple_ipv6;
+  to.tuple_ports = from.tuple_ports;
+  to.tuple_addresses = from.tuple_addresses;
+}
 
 inline const std::uint8_t* dcid_of(rte_mbuf* m, const SteerMeta& meta) {
   return rte_pktmbuf_mtod_offset(m, const std::uint8_t*, meta.dcid_offset);
@@ -136,33 +175,35 @@ inline Connection* find_connection(ConnectionShard& shard, std::uint64_t key, st
 [[gnu::noinline]] inline Tracked track_connection_change(ConnectionShard& shard, Connection* cid, bool created,
                                                         const FrameTuple& seen, rte_mbuf* m, const SteerMeta& meta,
                                                         std::uint64_t now, const std::uint64_t* known_key) {
+  const std::uint64_t seed = shard.seed;
   if (created) {
-    FourTuple t;
-    seen.copy_to(t);
-    cid->tuple = t;
-    cid->connection_key = known_key != nullptr ? *known_key : connection_key_of(shard, m, meta, t);
+    seen.record(*cid, seed);
+    if (known_key != nullptr) {
+      cid->connection_key = *known_key;
+    } else {
+      FourTuple t;
+      seen.copy_to(t);
+      cid->connection_key = connection_key_of(shard, m, meta, t);
+    }
     cid->connection_refreshed_tsc = now;
     bool new_connection = false;
     Connection* conn = find_connection(shard, cid->connection_key, now, true, new_connection);
     if (conn == nullptr || new_connection) {
-      if (conn != nullptr) conn->tuple = t;
+      if (conn != nullptr) copy_tuple_record(*conn, *cid);
       return Tracked::kNew;  // (without room for the connection, the CID is counted as one)
     }
     conn->last_seen_tsc = now;
-    if (seen.matches(conn->tuple)) return Tracked::kNewCid;
-    conn->tuple = t;
-    ++conn->migrations;
+    if (seen.matches(*conn, seed)) return Tracked::kNewCid;
+    copy_tuple_record(*conn, *cid);
     return Tracked::kNewCidMigrated;
   }
-  seen.copy_to(cid->tuple);
-  ++cid->migrations;
+  seen.record(*cid, seed);
   bool unused;
   Connection* conn = find_connection(shard, cid->connection_key, now, false, unused);
   // Another of its CIDs may have shown the connection's move already.
-  if (conn != nullptr && seen.matches(conn->tuple)) return Tracked::kKnown;
+  if (conn != nullptr && seen.matches(*conn, seed)) return Tracked::kKnown;
   if (conn != nullptr) {
-    conn->tuple = cid->tuple;
-    ++conn->migrations;
+    copy_tuple_record(*conn, *cid);
     conn->last_seen_tsc = now;
     cid->connection_refreshed_tsc = now;
   }
@@ -209,7 +250,7 @@ inline std::uint32_t tuple_entropy(const std::uint8_t* frame, const SteerMeta& m
   if (cid == nullptr) return Tracked::kUntracked;
   const FrameTuple seen(frame, meta);
   Tracked outcome = Tracked::kKnown;
-  if (created || !seen.matches(cid->tuple)) [[unlikely]]
+  if (created || !seen.matches(*cid, shard.seed)) [[unlikely]]
     outcome = track_connection_change(shard, cid, created, seen, m, meta, now, known_key);
   if (now - cid->connection_refreshed_tsc > shard.refresh_tsc) [[unlikely]]
     refresh_connection(shard, cid, now);

@@ -19,34 +19,29 @@
 
 namespace qs {
 
-struct FourTuple {
-  std::uint8_t src_addr[16];  // IPv4 uses the first 4 octets
-  std::uint8_t dst_addr[16];
-  std::uint16_t src_port;     // network byte order, as on the wire
-  std::uint16_t dst_port;
-  std::uint8_t ipv6;
-};
-
-// Two cache lines: a lookup probes the key in the first, where a packet
-// writes its time (the only store of a packet on a known 4-tuple); the
-// second holds the tail of the 4-tuple and what ties a CID to its
-// connection. prefetch() asks for both. No per-connection packet or octet
-// counts: nothing reads them, and their stores dirtied the second line.
+// One cache line: all that a packet of a known connection reads and writes
+// (the key, the 4-tuple on record, the times) lies in the line the lookup
+// probes, so that in a shard far larger than the caches a lookup costs one
+// line from memory, not two, and a probe past the home slot one more, not
+// two (tests/bench/RESULTS.md, "One line per connection"). For that the
+// 4-tuple is recorded in 13 octets (FrameTuple::record), and an entry keeps
+// no counts of its own: nothing read them.
 struct alignas(64) Connection {
   std::uint8_t cid_len = 0;
-  std::uint8_t cid[kMaxCidLen];
   bool used = false;
+  std::uint8_t tuple_ipv6 = 0;        // the 4-tuple on record (the current one): its family,
   std::uint32_t hash = 0;
-  std::uint32_t migrations = 0;  // times the connection (or CID) arrived from a new 4-tuple
-  // In the first line with `used`: the expiry sweep reads only these.
+  std::uint8_t cid[kMaxCidLen];
+  std::uint32_t tuple_ports = 0;      // its ports as on the wire (source, then destination),
+  std::uint64_t tuple_addresses = 0;  // and its addresses (tuple_addresses, connection_stage.h)
+  // The expiry sweep reads only `used` and this.
   std::uint64_t last_seen_tsc = 0;
-  FourTuple tuple;               // the current one
   // A CID's entry: the key of its connection's entry (connection_stage.h),
   // and when it last kept that entry from expiring.
   std::uint64_t connection_key = 0;
   std::uint64_t connection_refreshed_tsc = 0;
 };
-static_assert(sizeof(Connection) == 128);
+static_assert(kMaxCidLen == 20 && sizeof(Connection) == 64 && alignof(Connection) == 64);
 
 class ConnectionTable {
  public:
@@ -80,11 +75,7 @@ class ConnectionTable {
   Connection* find(std::uint32_t hash, const std::uint8_t* cid, unsigned len);
 
   // Starts loading the slot a lookup of `hash` begins at.
-  void prefetch(std::uint32_t hash) const {
-    const Connection* c = &slots_[hash & mask_];
-    __builtin_prefetch(c);
-    __builtin_prefetch(reinterpret_cast<const char*>(c) + 64);
-  }
+  void prefetch(std::uint32_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
 
   // Removes entries idle for longer than idle_tsc, scanning at most
   // `max_slots` slots from where the previous call stopped, so that the cost

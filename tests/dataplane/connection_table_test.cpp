@@ -2,6 +2,7 @@
 // expire, and deletion that keeps every remaining entry reachable.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -176,10 +177,10 @@ struct CountingMemory {
 // up to a power of two, that still holds exactly max_connections, each
 // findable (and refuses a count it does not support).
 TEST(ConnectionTable, SlotsPerConnectionSizeTheTable) {
-  EXPECT_EQ(ConnectionTable::memory_bytes(1000), 2048u * 128u);
-  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 4), 4096u * 128u);
-  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 8), 8192u * 128u);
-  EXPECT_EQ(ConnectionTable::memory_bytes(1024, 4), 4096u * 128u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 2), 2048u * 64u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 4), 4096u * 64u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1000, 8), 8192u * 64u);
+  EXPECT_EQ(ConnectionTable::memory_bytes(1024, 4), 4096u * 64u);
   for (unsigned bad : {0u, 1u, 3u, 16u}) EXPECT_THROW(ConnectionTable(1000, heap_slot_memory(), bad), std::invalid_argument) << bad;
   for (unsigned spc : {2u, 4u, 8u}) {
     ConnectionTable t(1000, heap_slot_memory(), spc);
@@ -205,7 +206,9 @@ TEST(ConnectionTable, TakesItsSlotsFromTheMemoryItIsGiven) {
   {
     ConnectionTable t(1000, m.memory());
     EXPECT_EQ(m.allocated_bytes, ConnectionTable::memory_bytes(1000));
-    EXPECT_EQ(m.allocated_bytes, 2048u * 128u);  // 2 x 1000 rounded up to a power of two, 128 bytes each
+    // The default slots per connection x 1000, rounded up to a power of
+    // two, one cache line each.
+    EXPECT_EQ(m.allocated_bytes, std::bit_ceil(ConnectionTable::kDefaultSlotsPerConnection * 1000u) * 64u);
     const auto c = cid_of(5);
     bool created = false;
     ASSERT_NE(t.find_or_insert(ConnectionTable::hash_cid(c.data(), 8, 1), c.data(), 8, 1, created), nullptr);

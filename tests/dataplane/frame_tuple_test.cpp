@@ -1,7 +1,9 @@
 // FrameTuple: the owner's in-place compare of a frame's 4-tuple with the one
-// on record. Every octet of each address and port, in both families, must
-// make a difference, and a frame of the other family must never match; the
-// frames are written here from the wire formats, and the record by copy_to.
+// an entry records. Every octet of each address and port, in both families,
+// must make a difference (IPv6's addresses are recorded as a keyed digest:
+// no flip of one bit in them may give the same), and a frame of the other
+// family must never match; the frames are written here from the wire
+// formats, and the record by FrameTuple::record.
 #include <gtest/gtest.h>
 #include <rte_mbuf.h>
 
@@ -13,6 +15,8 @@
 
 namespace qs {
 namespace {
+
+constexpr std::uint64_t kSeed = 0x5eed5eed12345678ull;
 
 // Ethernet, then an IPv4 (20 octets) or IPv6 (40) header, UDP and a
 // two-octet payload: a short-header QUIC packet with a one-octet DCID, the
@@ -47,9 +51,9 @@ struct Frame {
 TEST(FrameTuple, EveryAddressAndPortOctetCountsInBothFamilies) {
   for (const bool ipv6 : {false, true}) {
     Frame recorded(frame(ipv6, 3), ipv6);
-    FourTuple t;
-    recorded.tuple().copy_to(t);
-    EXPECT_TRUE(recorded.tuple().matches(t)) << ipv6;
+    Connection t;
+    recorded.tuple().record(t, kSeed);
+    EXPECT_TRUE(recorded.tuple().matches(t, kSeed)) << ipv6;
     const std::size_t src = 14 + (ipv6 ? 8 : 12);
     const std::size_t end = 14 + (ipv6 ? 40 : 20) + 4;  // through the UDP ports
     for (std::size_t at = src; at < end; ++at) {
@@ -57,7 +61,7 @@ TEST(FrameTuple, EveryAddressAndPortOctetCountsInBothFamilies) {
         auto bytes = recorded.data;
         bytes[at] ^= flip;
         Frame changed(bytes, ipv6);
-        EXPECT_FALSE(changed.tuple().matches(t)) << (ipv6 ? "IPv6" : "IPv4") << " octet " << at;
+        EXPECT_FALSE(changed.tuple().matches(t, kSeed)) << (ipv6 ? "IPv6" : "IPv4") << " octet " << at;
       }
     }
     // Octets outside the tuple do not count (the IPv4 header's others, the
@@ -67,7 +71,7 @@ TEST(FrameTuple, EveryAddressAndPortOctetCountsInBothFamilies) {
       auto bytes = recorded.data;
       bytes[at] ^= 0xff;
       Frame changed(bytes, ipv6);
-      EXPECT_TRUE(changed.tuple().matches(t)) << (ipv6 ? "IPv6" : "IPv4") << " octet " << at;
+      EXPECT_TRUE(changed.tuple().matches(t, kSeed)) << (ipv6 ? "IPv6" : "IPv4") << " octet " << at;
     }
   }
 }
@@ -76,16 +80,25 @@ TEST(FrameTuple, TheOtherFamilyNeverMatches) {
   // The same leading address octets in both: only the family tells them apart.
   Frame v4(frame(false, 3), false);
   Frame v6(frame(true, 3), true);
-  FourTuple t4, t6;
-  v4.tuple().copy_to(t4);
-  v6.tuple().copy_to(t6);
-  EXPECT_FALSE(v4.tuple().matches(t6));
-  EXPECT_FALSE(v6.tuple().matches(t4));
-  // An IPv6 record whose octets past the fourth of each address are zero,
-  // as an IPv4 record's are, still differs by its family.
-  FourTuple like4 = t4;
-  like4.ipv6 = 1;
-  EXPECT_FALSE(v4.tuple().matches(like4));
+  Connection t4, t6;
+  v4.tuple().record(t4, kSeed);
+  v6.tuple().record(t6, kSeed);
+  EXPECT_FALSE(v4.tuple().matches(t6, kSeed));
+  EXPECT_FALSE(v6.tuple().matches(t4, kSeed));
+  // A record that differs from an IPv4 one by its family alone still differs.
+  Connection like4 = t4;
+  like4.tuple_ipv6 = 1;
+  EXPECT_FALSE(v4.tuple().matches(like4, kSeed));
+}
+
+TEST(FrameTuple, TheIpv6DigestIsKeyed) {
+  // Another shard's seed gives another digest of the same addresses, so a
+  // pair that hides a change cannot be found without the seed.
+  Frame v6(frame(true, 3), true);
+  Connection a;
+  v6.tuple().record(a, kSeed);
+  EXPECT_FALSE(v6.tuple().matches(a, kSeed ^ 1));
+  EXPECT_TRUE(v6.tuple().matches(a, kSeed));
 }
 
 }  // namespace
