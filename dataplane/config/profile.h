@@ -163,8 +163,10 @@ struct ActionConfig {
   std::uint32_t tx_drain_us = 100;  // flush a partial TX burst after this long
   std::uint32_t max_connections = 65536;  // per owner shard
   // Slots per connection in each of the shard's tables (2, 4 or 8): memory
-  // for speed, ConnectionTable's constructor says how.
-  std::uint32_t slots_per_connection = 2;
+  // for speed, ConnectionTable's constructor says how. The default is
+  // ConnectionTable::kDefaultSlotsPerConnection (a static_assert in
+  // dataplane.cpp keeps them one).
+  std::uint32_t slots_per_connection = 4;
   std::uint32_t idle_timeout_ms = 30000;  // connection state expiry
 };
 

@@ -51,9 +51,11 @@ class ConnectionTable {
   // Fuller is smaller and slower: a lookup reads 0.5 (1 + 1/(1 - load))
   // slots on average, the home slot prefetched and the others one dependent
   // miss each (1.46 at 0.48 full, 1.16 at 0.24; tests/bench/RESULTS.md,
-  // "Where the 1M connections' cycles go"). Throws std::bad_alloc when
-  // `memory` has no room, std::invalid_argument on a bad size.
-  static constexpr unsigned kDefaultSlotsPerConnection = 2;
+  // "Where the 1M connections' cycles go"). The default, 4, takes 512
+  // octets per connection over the two tables of a shard. Throws
+  // std::bad_alloc when `memory` has no room, std::invalid_argument on a bad
+  // size.
+  static constexpr unsigned kDefaultSlotsPerConnection = 4;
   explicit ConnectionTable(std::uint32_t max_connections, SlotMemory memory = heap_slot_memory(),
                            unsigned slots_per_connection = kDefaultSlotsPerConnection);
   ~ConnectionTable();

@@ -153,6 +153,8 @@ std::unique_ptr<Table> make_in_eal(const std::string& what, std::size_t bytes, c
   }
 }
 
+static_assert(ActionConfig{}.slots_per_connection == ConnectionTable::kDefaultSlotsPerConnection);
+
 std::unique_ptr<ConnectionTable> make_connection_table(std::uint32_t max_connections, unsigned slots_per_connection,
                                                        unsigned lcore) {
   const unsigned socket = rte_lcore_to_socket_id(lcore);

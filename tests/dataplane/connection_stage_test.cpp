@@ -321,7 +321,7 @@ TEST(ConnectionTableInEalMemory, ComesFromTheOwnersSocketHeap) {
   {
     const auto table = make_connection_table(100000, 2, lcore);
     ASSERT_EQ(rte_malloc_get_socket_stats(socket, &during), 0);
-    EXPECT_GE(during.heap_allocsz_bytes - before.heap_allocsz_bytes, ConnectionTable::memory_bytes(100000));
+    EXPECT_GE(during.heap_allocsz_bytes - before.heap_allocsz_bytes, ConnectionTable::memory_bytes(100000, 2));
   }
   rte_malloc_socket_stats after{};
   ASSERT_EQ(rte_malloc_get_socket_stats(socket, &after), 0);

@@ -1113,7 +1113,7 @@ TEST(Profile, FillsEveryDefault) {
   EXPECT_EQ(p.action.cost_cycles, 0u);
   EXPECT_EQ(p.action.tx_drain_us, 100u);
   EXPECT_EQ(p.action.max_connections, 65536u);
-  EXPECT_EQ(p.action.slots_per_connection, 2u);
+  EXPECT_EQ(p.action.slots_per_connection, 4u);
   EXPECT_EQ(p.action.idle_timeout_ms, 30000u);
   EXPECT_EQ(p.polling.idle_sleep_us, 0u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 256u);
@@ -1162,7 +1162,7 @@ steering:
     - {server_id: "0a0b0c", owner: 1}
   fallback: {key: ffeeddccbbaa99887766554433221100, vnodes: 7}
 backpressure: {policy: shed-new, high_watermark: 3000, low_watermark: 100, park_timeout_us: 70}
-action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, slots_per_connection: 4,
+action: {type: forward, tx_port: out-1, cost_cycles: 500, tx_drain_us: 9, max_connections: 1000, slots_per_connection: 8,
          idle_timeout_ms: 5}
 polling: {idle_sleep_us: 50, idle_polls_before_sleep: 8, doorbell_spin_us: 7}
 stats: {period_ms: 0, json: "results/x.json"}
@@ -1225,7 +1225,7 @@ duration_s: 0.25
   EXPECT_EQ(p.action.cost_cycles, 500u);
   EXPECT_EQ(p.action.tx_drain_us, 9u);
   EXPECT_EQ(p.action.max_connections, 1000u);
-  EXPECT_EQ(p.action.slots_per_connection, 4u);
+  EXPECT_EQ(p.action.slots_per_connection, 8u);
   EXPECT_EQ(p.action.idle_timeout_ms, 5u);
   EXPECT_EQ(p.polling.idle_sleep_us, 50u);
   EXPECT_EQ(p.polling.idle_polls_before_sleep, 8u);
