@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench/scale.sh [--json FILE] [--runs N] [--seconds S] [--memory auto|hugepages|no-huge] [--before BUILD_DIR]
+#                        [--counters on|off]
 #
 # How quicsteer's cost grows with its work (issue 40), on ringloop.sh's
 # copy-free loop in the solo layout (one lcore, alone on CPU 1, polls both
@@ -46,6 +47,37 @@
 # EAL memory: 1280 MB (-m) for every configuration, hugepages when that much
 # is free (lib/memory.sh), which is more than scripts/setup.sh reserves:
 #   echo 768 > /proc/sys/vm/nr_hugepages   (as root; 2 MB pages)
+# With --counters on (the default; needs valgrind and cg_annotate:
+# apt-get install valgrind), cache misses per packet, from valgrind's
+# cachegrind (this VM has no PMU for perf stat), for conn_1k, conn_1m,
+# conn_1m_4slots, fwd_10k and fwd_1m ($build's ring_loop, never --before's):
+#   - the caches simulated are one core's own: D1 = its L1d, LL = its L2
+#     (from /sys/devices/system/cpu/cpu0/cache, else lscpu -B), not the L3,
+#     which a VM may report as one shared 480 MB: an LL miss is a line fetched
+#     from beyond the core's own caches. Cachegrind wants a power-of-two number
+#     of sets; a geometry without one is rounded down to it, and the output
+#     says so.
+#   - setup does not count: each configuration runs twice, with --warmup 1
+#     --seconds 2 and --seconds 6, and the figures are the difference of the
+#     two runs' counts over the difference of their "packets received from
+#     launch to stop" (EAL start-up and the 1M inserts cancel). Valgrind runs
+#     the loop 25..60x slower, which counts do not mind; --fair-sched=yes, or
+#     the spinning lcore starves the main thread and the runs last ~5x longer.
+#   - per function (cg_annotate), two parts are left out of the per-packet
+#     path and reported apart: qs::ConnectionTable::expire, the idle sweep,
+#     paced by wall-clock time rather than packets (so slowed packets would
+#     inflate its share per packet 25..60x): its LL misses per second of the
+#     difference; and the harness, every qs::bench:: function (the RX callback
+#     rewrite_for_scale that makes the frames stand for many connections):
+#     its LL misses per packet. Everything else (classifier, connection
+#     stage, DPDK's ring driver, the loop) is the path: instructions, D1
+#     misses (reads + writes) and LL misses (reads + writes) per packet, and
+#     its 3 functions with the most LL misses per packet.
+#   - cachegrind does not simulate software prefetches, so its misses are
+#     demand misses: the lines the path needs from memory, whether or not a
+#     prefetch hid their latency.
+# They take about 2 minutes (10 runs); the JSON's counters and counters_ratios (e.g.
+# ll_misses_per_packet_1m_vs_1k) hold them and the geometry.
 # Writes results/scale.json (or --json FILE). Takes about 90 s per run.
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
@@ -55,15 +87,69 @@ runs=3
 seconds=3
 memory=auto
 before=
+counters=on
 source "$root/scripts/bench/lib/args.sh"
 bench_extra_arg() {
   case $1 in
     --memory) memory=$2 ;;
     --before) before=$(cd "$2" && pwd) ;;
+    --counters) counters=$2 ;;
     *) return 1 ;;
   esac
 }
-bench_parse_args scale.sh "scripts/bench.sh scale [--json FILE] [--runs N] [--seconds S] [--memory auto|hugepages|no-huge] [--before BUILD_DIR]" "$@"
+bench_parse_args scale.sh "scripts/bench.sh scale [--json FILE] [--runs N] [--seconds S] [--memory auto|hugepages|no-huge] [--before BUILD_DIR] [--counters on|off]" "$@"
+case $counters in
+  on | off) ;;
+  *) echo "scale.sh: --counters wants on or off" >&2; exit 2 ;;
+esac
+# --counters on: the tools, and the geometry of one core's own caches.
+# cache_geometry LEVEL TYPE prints "size ways line" in bytes (cpu0's sysfs,
+# else lscpu -B), nothing if there is no such cache.
+cache_geometry() {
+  local d size
+  for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+    if ! [ -r "$d/size" ] || [ "$(cat "$d/level")" != "$1" ] || [ "$(cat "$d/type")" != "$2" ]; then continue; fi
+    size=$(cat "$d/size")
+    case $size in
+      *K) size=$(( ${size%K} * 1024 )) ;;
+      *M) size=$(( ${size%M} * 1048576 )) ;;
+    esac
+    echo "$size $(cat "$d/ways_of_associativity") $(cat "$d/coherency_line_size") sysfs"
+    return
+  done
+  lscpu -B --caches=ONE-SIZE,WAYS,COHERENCY-SIZE,LEVEL,TYPE 2>/dev/null |
+    awk -v l="$1" -v t="$2" '$4 == l && $5 == t {print $1, $2, $3, "lscpu"; exit}'
+}
+# cachegrind_cache NAME LEVEL TYPE sets cg_NAME to cachegrind's
+# "size,ways,line", with the number of sets rounded down to a power of two
+# (cachegrind wants one), and cg_NAME_note to what was rounded, if anything.
+cachegrind_cache() {
+  local name=$1 size ways line source sets p=1 note=
+  read -r size ways line source <<< "$(cache_geometry "$2" "$3")"
+  if ! [[ ${size:-} =~ ^[0-9]+$ && ${ways:-} =~ ^[0-9]+$ && ${line:-} =~ ^[0-9]+$ ]] || [ "$ways" -eq 0 ] || [ "$line" -eq 0 ]; then
+    echo "scale.sh: no level-$2 $3 cache in /sys/devices/system/cpu/cpu0/cache or lscpu -B: --counters off to go without" >&2
+    exit 1
+  fi
+  sets=$(( size / (ways * line) ))
+  while [ $(( p * 2 )) -le "$sets" ]; do p=$(( p * 2 )); done
+  if [ "$p" -ne "$sets" ] || [ $(( sets * ways * line )) -ne "$size" ]; then
+    note="$size B ($sets sets) rounded down to $(( p * ways * line )) B ($p sets): cachegrind wants a power of two"
+    size=$(( p * ways * line ))
+  fi
+  printf -v "cg_$name" '%s,%s,%s' "$size" "$ways" "$line"
+  printf -v "cg_${name}_note" '%s' "$note"
+  printf -v "cg_${name}_source" '%s' "$source"
+}
+if [ "$counters" = on ]; then
+  for tool in valgrind cg_annotate; do
+    command -v "$tool" >/dev/null ||
+      { echo "scale.sh: --counters on needs $tool (apt-get install valgrind), or --counters off" >&2; exit 1; }
+  done
+  cachegrind_cache d1 1 Data
+  cachegrind_cache ll 2 Unified
+  cg_i1=
+  if [ -n "$(cache_geometry 1 Instruction)" ]; then cachegrind_cache i1 1 Instruction; fi
+fi
 eal_mb=1280
 source "$root/scripts/bench/lib/memory.sh"
 bench_memory scale.sh "$eal_mb" "$memory"
@@ -81,6 +167,14 @@ trap 'rm -rf "$work"' EXIT
 cpu=$(cpu_model)
 echo "scale: CPU $cpu, $(nproc) CPUs; solo layout: main lcore 0@CPU0, lcore 1@CPU1 receives and owns"
 echo "       $runs run(s) of ${seconds} s per configuration; EAL memory: $memory_text"
+if [ "$counters" = on ]; then
+  echo "       counters: cachegrind with one core's caches, D1 (L1d) $cg_d1, LL (L2) $cg_ll (size,ways,line in bytes; from $cg_ll_source)"
+  for note in "${cg_d1_note:+D1 $cg_d1_note}" "${cg_ll_note:+LL $cg_ll_note}"; do
+    if [ -n "$note" ]; then echo "       counters: $note"; fi
+  done
+  # Both runs of a configuration, and the cycles, must be one build's.
+  ring_loop_sum=$(sha256sum < "$build/tests/bench/ring_loop")
+fi
 
 configs=(
   "conn_1k --scale connections --connections 1000"
@@ -141,6 +235,161 @@ YAML
 oversize_rc=0
 "$build/quicsteer" --lcores 0@0,1@1,2@1 --no-pci --no-shconf --log-level "*:warning" -- \
   --profile "$work/oversize.yaml" --duration 1 > "$work/oversize.txt" 2>&1 || oversize_rc=$?
+
+# Cache misses per packet (--counters on): cachegrind, two runs of each
+# configuration (see the header), cg_annotate's per-function table of each.
+counter_configs=(conn_1k conn_1m conn_1m_4slots fwd_10k fwd_1m)
+counter_seconds=(2 6)
+if [ "$counters" = on ]; then
+  cg_caches=(--D1="$cg_d1" --LL="$cg_ll")
+  if [ -n "$cg_i1" ]; then cg_caches+=(--I1="$cg_i1"); fi
+  echo "scale: counters, cachegrind runs of ${counter_configs[*]} (--seconds ${counter_seconds[*]} each)"
+  counters_start=$SECONDS
+  for name in "${counter_configs[@]}"; do
+    args=
+    for c in "${configs[@]}"; do
+      if [ "${c%% *}" = "$name" ]; then args=${c#* }; fi
+    done
+    [ -n "$args" ] || { echo "scale.sh: no configuration $name for the counters" >&2; exit 1; }
+    for s in "${counter_seconds[@]}"; do
+      out=$work/cg-$name-$s
+      # shellcheck disable=SC2086  # the configuration's arguments, split
+      valgrind --tool=cachegrind --cache-sim=yes --fair-sched=yes "${cg_caches[@]}" --cachegrind-out-file="$out.out" \
+        "$build/tests/bench/ring_loop" --layout solo --packets 1024 --seconds "$s" --warmup 1 --eal-mb "$eal_mb" \
+        "${loop_memory[@]}" $args --json "$out.json" > "$out.txt" 2>&1 ||
+        { echo "scale.sh: ring_loop $name under cachegrind failed:" >&2; tail -5 "$out.txt" >&2; exit 1; }
+      cg_annotate --auto=no --threshold=0 --show-percs=no "$out.out" > "$out.annotate" 2> "$out.annotate.err" ||
+        { echo "scale.sh: cg_annotate $out.out failed:" >&2; tail -5 "$out.annotate.err" >&2; exit 1; }
+    done
+    [ "$(sha256sum < "$build/tests/bench/ring_loop")" = "$ring_loop_sum" ] ||
+      { echo "scale.sh: $build/tests/bench/ring_loop changed during the runs (rebuilt?): its figures would mix builds" >&2; exit 1; }
+  done
+  echo "scale: counters took $(( SECONDS - counters_start )) s"
+  python3 - "$work" "$cg_d1" "$cg_ll" "$cg_d1_note" "$cg_ll_note" "$cg_ll_source" "${counter_seconds[@]}" "${counter_configs[@]}" <<'PY'
+# Per configuration: the 6 s run's counts less the 2 s run's, per function
+# (cg_annotate's table), over the difference of packets received from launch
+# to stop; written to WORK/counters.json for the report below.
+import json, re, sys
+work, d1, ll, d1_note, ll_note, source, s_short, s_long = sys.argv[1:9]
+names = sys.argv[9:]
+events = ["Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"]
+
+def strip_args(fn):
+    # qs::A::f<T>(args) const [clone .isra.0] -> qs::A::f<T>; and no return type.
+    fn = re.sub(r"( \[clone [^]]*\])+$", "", fn).strip()
+    fn = re.sub(r"\s+const$", "", fn)
+    if fn.endswith(")"):
+        depth = 0
+        for i in range(len(fn) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(fn[i], 0)
+            if depth == 0:
+                if i > 0:
+                    fn = fn[:i]
+                break
+    depth, cut = 0, 0
+    for i, ch in enumerate(fn):
+        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
+        if ch == " " and depth == 0:
+            cut = i + 1
+    return fn[cut:]
+
+def readable(short):
+    # For the table: no anonymous namespaces, template arguments elided.
+    if short == "???":
+        return "??? (stripped code, e.g. net_ring's rx/tx)"
+    short = short.replace("(anonymous namespace)::", "")
+    out, depth = "", 0
+    for ch in short:
+        if ch == "<":
+            if depth == 0:
+                out += "<>"
+            depth += 1
+        elif ch == ">" and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            out += ch
+    return out
+
+def table(path):
+    # cg_annotate's per-function table: 9 counts, then file:function.
+    funcs, header, rows = {}, None, re.compile(r"^\s*((?:[\d,]+|\.)\s+){9}(\S.*)$")
+    for line in open(path):
+        if line.split()[-1:] == ["file:function"] and line.split()[:9] == events:
+            header = True
+            continue
+        if not header:
+            continue
+        m = rows.match(line)
+        if not m:
+            continue
+        fields = line.split(None, 9)
+        counts = [0 if f == "." else int(f.replace(",", "")) for f in fields[:9]]
+        fn = fields[9].rstrip("\n").split(":", 1)[-1]  # file:function, a file with no ':'
+        acc = funcs.setdefault(strip_args(fn), [0] * 9)
+        for i, v in enumerate(counts):
+            acc[i] += v
+    if header is None or not funcs:
+        sys.exit(f"scale.sh: no per-function table (Ir ... DLmw file:function) in {path}: cg_annotate's format?")
+    return funcs
+
+def received(path):
+    m = re.search(r"(\d+) packets received from launch to stop", open(path).read())
+    if not m:
+        sys.exit(f"scale.sh: no 'packets received from launch to stop' in {path}")
+    return int(m.group(1))
+
+def figures(c):
+    e = dict(zip(events, c))
+    return {"instructions": e["Ir"], "d1_misses": e["D1mr"] + e["D1mw"], "ll_misses": e["DLmr"] + e["DLmw"],
+            "ll_read_misses": e["DLmr"], "ll_write_misses": e["DLmw"]}
+
+def per(f, d):
+    return {k: v / d for k, v in f.items()}
+
+def geometry(spec, note):
+    size, ways, line = map(int, spec.split(","))
+    g = {"size_bytes": size, "ways": ways, "line_bytes": line, "sets": size // (ways * line)}
+    if note:
+        g["rounded"] = note
+    return g
+
+result = {}
+for name in names:
+    short, long = (table(f"{work}/cg-{name}-{s}.annotate") for s in (s_short, s_long))
+    p_short, p_long = (received(f"{work}/cg-{name}-{s}.txt") for s in (s_short, s_long))
+    j_short, j_long = (json.load(open(f"{work}/cg-{name}-{s}.json")) for s in (s_short, s_long))
+    packets = p_long - p_short
+    if packets <= 0:
+        sys.exit(f"scale.sh: {name}: the {s_long} s run received no more packets than the {s_short} s run")
+    # The seconds between the two runs: their windows' (the warm-ups, alike, cancel).
+    elapsed = j_long["window_s"] - j_short["window_s"]
+    parts = {"path": [0] * 9, "expire": [0] * 9, "harness": [0] * 9}
+    by_fn = {}
+    for fn in set(short) | set(long):
+        d = [b - a for a, b in zip(short.get(fn, [0] * 9), long.get(fn, [0] * 9))]
+        part = "expire" if fn == "qs::ConnectionTable::expire" else "harness" if fn.startswith("qs::bench::") else "path"
+        parts[part] = [x + y for x, y in zip(parts[part], d)]
+        if part == "path":
+            by_fn[fn] = d
+    top = sorted(by_fn.items(), key=lambda kv: -figures(kv[1])["ll_misses"])[:3]
+    result[name] = {
+        "packets": packets, "packets_runs": [p_short, p_long], "seconds_runs": [float(s_short), float(s_long)],
+        "seconds_between_runs": elapsed, "mpps_under_valgrind": j_long["mpps"],
+        "per_packet": per(figures(parts["path"]), packets),
+        "harness_per_packet": per(figures(parts["harness"]), packets),
+        "expire_per_second": per(figures(parts["expire"]), elapsed),
+        "top_ll_functions": [{"function": fn, "readable": readable(fn), **per(figures(d), packets)} for fn, d in top],
+    }
+json.dump({"tool": "valgrind --tool=cachegrind --cache-sim=yes --fair-sched=yes",
+           "geometry": {"d1": geometry(d1, d1_note), "ll": geometry(ll, ll_note), "source": source,
+                        "ll_is": "one core's L2 (not the L3): an LL miss is a line from beyond the core's own caches"},
+           "method": f"the {s_long} s run's counts less the {s_short} s run's (--warmup 1 each), over the difference of "
+                     "packets received from launch to stop; expire (qs::ConnectionTable::expire) per second of the loop "
+                     "between them, the harness (qs::bench::*) per packet, both left out of per_packet; demand misses "
+                     "(cachegrind does not simulate software prefetches)",
+           "configurations": result}, open(f"{work}/counters.json", "w"), indent=2)
+PY
+fi
 
 python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$seconds" "$memory" "$oversize_rc" "${configs[@]}" <<'PY'
 import json, os, statistics, sys
@@ -223,10 +472,46 @@ print(f"memory: {memory_figures['octets_per_connection']:.0f} octets per connect
       f"start-up EAL memory with 1M connections per owner {memory_figures['startup_eal_bytes_1m_per_owner'] / 2**20:.0f} MB "
       f"(with 1k: {memory_figures['startup_eal_bytes_1k_per_owner'] / 2**20:.0f} MB)")
 print(f"oversize profile (2 owners x 16M connections): exit {oversize_rc}, {'a clear start-up error' if oversize['clear'] else 'NOT a clear start-up error'}: {oversize['message']}")
+# --counters on: cachegrind's figures (written by the block above).
+counters, counters_ratios = None, None
+if os.path.exists(f"{work}/counters.json"):
+    counters = json.load(open(f"{work}/counters.json"))
+    cc = counters["configurations"]
+    def ratio(a, b, k="ll_misses"):
+        # None when the base is (nearly) nothing: ~0 LL misses at 1k.
+        x, y = cc[a]["per_packet"][k], cc[b]["per_packet"][k]
+        return x / y if y > 1e-3 else None
+    counters_ratios = {
+        "ll_misses_per_packet_1m_vs_1k": ratio("conn_1m", "conn_1k"),
+        "ll_misses_per_packet_1m_minus_1k": cc["conn_1m"]["per_packet"]["ll_misses"] - cc["conn_1k"]["per_packet"]["ll_misses"],
+        "ll_misses_per_packet_1m_4slots_vs_1m": ratio("conn_1m_4slots", "conn_1m"),
+        "ll_misses_per_packet_forwarding_1m_vs_10k": ratio("fwd_1m", "fwd_10k"),
+        "ll_misses_per_packet_forwarding_1m_minus_10k": cc["fwd_1m"]["per_packet"]["ll_misses"] - cc["fwd_10k"]["per_packet"]["ll_misses"],
+        "d1_misses_per_packet_1m_vs_1k": ratio("conn_1m", "conn_1k", "d1_misses"),
+        "instructions_per_packet_1m_vs_1k": ratio("conn_1m", "conn_1k", "instructions"),
+    }
+    g = counters["geometry"]
+    size = lambda c: f"{c['size_bytes'] // 1024} KiB" if c["size_bytes"] < 2**20 else f"{c['size_bytes'] / 2**20:g} MiB"
+    rounded = "".join(f"; {k.upper()} {g[k]['rounded']}" for k in ("d1", "ll") if "rounded" in g[k])
+    print(f"counters (cachegrind; D1 = L1d {size(g['d1'])} {g['d1']['ways']}-way, LL = the core's L2 {size(g['ll'])} "
+          f"{g['ll']['ways']}-way, {g['ll']['line_bytes']} B lines{rounded}):")
+    s_short, s_long = next(iter(cc.values()))["seconds_runs"]
+    print(f"  per packet: the {s_long:g} s run less the {s_short:g} s run, over their packets' difference (setup cancels); LL misses are lines")
+    print("  from beyond the core's L2, demand misses only (cachegrind does not simulate software prefetches); left out of")
+    print("  the path: expire = qs::ConnectionTable::expire (paced by time: per second), harness = qs::bench::* (per packet)")
+    print(f"{'configuration':16} {'instr/pkt':>9} {'D1/pkt':>7} {'LL/pkt':>7} {'expire LL/s':>12} {'harness LL/pkt':>14}  the path's top LL misses/pkt")
+    for name, c in cc.items():
+        p, h, e = c["per_packet"], c["harness_per_packet"], c["expire_per_second"]
+        top = ", ".join(f"{t['readable']} {t['ll_misses']:.2f}" for t in c["top_ll_functions"])
+        print(f"{name:16} {p['instructions']:9.0f} {p['d1_misses']:7.2f} {p['ll_misses']:7.3f} {e['ll_misses']:12,.0f} "
+              f"{h['ll_misses']:14.2f}  {top}  [{cpu}]")
+    for k, v in counters_ratios.items():
+        print(f"counters_ratios.{k} = {'null (its base is ~0)' if v is None else f'{v:.2f}'}  [{cpu}]")
 json.dump({"benchmark": "scale", "cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "runs": runs, "seconds": seconds,
            "memory": memory, "lcores": "solo: main 0@CPU0, lcore 1@CPU1 receives and owns",
            "configurations": configs, "ratios": ratios, "new_connections_per_s": new_per_s,
            "new_connections_per_s_spread": n, "memory_figures": memory_figures, "oversize": oversize,
+           "counters": counters, "counters_ratios": counters_ratios,
            "targets": {**{k: f"<= {v:g}" for k, v in targets.items()}, "new_connections_per_s": ">= 1000000"}},
           open(out, "w"), indent=2)
 print(f"wrote {out}")
