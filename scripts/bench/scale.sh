@@ -18,10 +18,11 @@
 #   backends_4, backends_100, backends_4096
 #                                        l2 delivery to that many backends, 65,536
 #                                        connections spread over them all
-#   conn_1m_4slots, conn_1m_zipf_4slots, fwd_1m_4slots
+#   conn_1m_2slots, conn_1m_zipf_2slots, fwd_1m_2slots
 #                                        the same with action.slots_per_connection
-#                                        4: tables at most a quarter full, twice
-#                                        the memory (against the same bases)
+#                                        2: tables at most half full, half the
+#                                        memory of the default 4 (against the
+#                                        same bases)
 #   new                                  every packet the first Initial of a new
 #                                        connection (setup-table, CID and connection
 #                                        inserts; expiry after 1 s idle), a shard of 2M
@@ -33,7 +34,7 @@
 # of the one lcore / packets received) with min..max, and the ratios in the
 # same run, with the issue's targets:
 #   ratios.connections_1m_vs_1k      <= 1.5   (also _zipf, and 100k)
-#   ratios.forwarding_1m_vs_10k      <= 1.5   (also each _4slots)
+#   ratios.forwarding_1m_vs_10k      <= 1.5   (also each _2slots)
 #   ratios.backends_4096_vs_4        <= 1.1
 #   new_connections_per_s            >= 1,000,000 per owner core (Katran: 125,000)
 # and memory: octets per connection (the shard's two tables over
@@ -50,14 +51,14 @@
 # With --counters on (the default; needs valgrind and cg_annotate:
 # apt-get install valgrind), cache misses per packet, from valgrind's
 # cachegrind (this VM has no PMU for perf stat), for conn_1k, conn_1m,
-# conn_1m_4slots, fwd_10k and fwd_1m ($build's ring_loop, never --before's):
+# conn_1m_2slots, fwd_10k and fwd_1m ($build's ring_loop, never --before's):
 #   - the caches simulated are one core's own: D1 = its L1d, LL = its L2
 #     (from /sys/devices/system/cpu/cpu0/cache, else lscpu -B), not the L3,
 #     which a VM may report as one shared 480 MB: an LL miss is a line fetched
 #     from beyond the core's own caches. Cachegrind wants a power-of-two number
 #     of sets; a geometry without one is rounded down to it, and the output
 #     says so.
-#   - setup does not count: each configuration runs twice, with --warmup 1
+#   - setup does not count: each configuration runs twice, with --warmup 8
 #     --seconds 2 and --seconds 6, and the figures are the difference of the
 #     two runs' counts over the difference of their "packets received from
 #     launch to stop" (EAL start-up and the 1M inserts cancel). Valgrind runs
@@ -73,11 +74,24 @@
 #     stage, DPDK's ring driver, the loop) is the path: instructions, D1
 #     misses (reads + writes) and LL misses (reads + writes) per packet, and
 #     its 3 functions with the most LL misses per packet.
+#   - the idle timeout is an hour (--idle-ms 3600000) in these runs: what is
+#     paced by time would otherwise weigh 25..60x too much per packet. Each
+#     CID refreshes its connection's entry (a line of the other table) once
+#     per quarter timeout, and the sweep visits every slot as often: at the
+#     default 30 s and 1M connections at ~17 Mpps, ~0.01 lines per packet for
+#     the refreshes and ~0.06 for the sweep (8M one-line slots in 7.5 s);
+#     here neither (the sweep's misses per second are still printed).
 #   - cachegrind does not simulate software prefetches, so its misses are
 #     demand misses: the lines the path needs from memory, whether or not a
 #     prefetch hid their latency.
 # They take about 2 minutes (10 runs); the JSON's counters and counters_ratios (e.g.
 # ll_misses_per_packet_1m_vs_1k) hold them and the geometry.
+# Last, the floor (tests/bench/random_line_cost, a few seconds): what a
+# random 64-octet line costs this host outside quicsteer, prefetched a burst
+# ahead of its use as the owner does, in tables of the CID table's sizes at
+# 1k, 100k and 1M connections; and, with the counters, what conn_1m pays per
+# line it needs beyond the L2 against that (the JSON's floor,
+# floor.conn_1m_vs_floor_per_line): how much of the growth is the machine's.
 # Writes results/scale.json (or --json FILE). Takes about 90 s per run.
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
@@ -155,7 +169,7 @@ source "$root/scripts/bench/lib/memory.sh"
 bench_memory scale.sh "$eal_mb" "$memory"
 loop_memory=()
 if [ "$memory" = hugepages ]; then loop_memory=(--hugepages); fi
-build_bench scale.sh tests/bench/ring_loop quicsteer
+build_bench scale.sh tests/bench/ring_loop quicsteer tests/bench/random_line_cost
 if [ -n "$before" ] && [ ! -x "$before/tests/bench/ring_loop" ]; then
   echo "scale.sh: $before/tests/bench/ring_loop is missing: build it there first" >&2
   exit 1
@@ -180,14 +194,14 @@ configs=(
   "conn_1k --scale connections --connections 1000"
   "conn_100k --scale connections --connections 100000"
   "conn_1m --scale connections --connections 1000000"
-  "conn_1m_4slots --scale connections --connections 1000000 --slots-per-connection 4"
+  "conn_1m_2slots --scale connections --connections 1000000 --slots-per-connection 2"
   "conn_1k_zipf --scale connections --connections 1000 --zipf 0.99"
   "conn_100k_zipf --scale connections --connections 100000 --zipf 0.99"
   "conn_1m_zipf --scale connections --connections 1000000 --zipf 0.99"
-  "conn_1m_zipf_4slots --scale connections --connections 1000000 --zipf 0.99 --slots-per-connection 4"
+  "conn_1m_zipf_2slots --scale connections --connections 1000000 --zipf 0.99 --slots-per-connection 2"
   "fwd_10k --scale forwarding --connections 10000"
   "fwd_1m --scale forwarding --connections 1000000"
-  "fwd_1m_4slots --scale forwarding --connections 1000000 --slots-per-connection 4"
+  "fwd_1m_2slots --scale forwarding --connections 1000000 --slots-per-connection 2"
   "backends_4 --scale backends --backends 4 --connections 65536"
   "backends_100 --scale backends --backends 100 --connections 65536"
   "backends_4096 --scale backends --backends 4096 --connections 65536"
@@ -238,8 +252,12 @@ oversize_rc=0
 
 # Cache misses per packet (--counters on): cachegrind, two runs of each
 # configuration (see the header), cg_annotate's per-function table of each.
-counter_configs=(conn_1k conn_1m conn_1m_4slots fwd_10k fwd_1m)
+counter_configs=(conn_1k conn_1m conn_1m_2slots fwd_10k fwd_1m)
 counter_seconds=(2 6)
+# Long enough for the stream to lap once under valgrind (~0.2 Mpps at 1M):
+# a connection's first packet inserts it, which is not the steady state the
+# cycle runs measure after their 1.5 s (each run must see no new one).
+counter_warmup=8
 if [ "$counters" = on ]; then
   cg_caches=(--D1="$cg_d1" --LL="$cg_ll")
   if [ -n "$cg_i1" ]; then cg_caches+=(--I1="$cg_i1"); fi
@@ -255,8 +273,8 @@ if [ "$counters" = on ]; then
       out=$work/cg-$name-$s
       # shellcheck disable=SC2086  # the configuration's arguments, split
       valgrind --tool=cachegrind --cache-sim=yes --fair-sched=yes "${cg_caches[@]}" --cachegrind-out-file="$out.out" \
-        "$build/tests/bench/ring_loop" --layout solo --packets 1024 --seconds "$s" --warmup 1 --eal-mb "$eal_mb" \
-        "${loop_memory[@]}" $args --json "$out.json" > "$out.txt" 2>&1 ||
+        "$build/tests/bench/ring_loop" --layout solo --packets 1024 --seconds "$s" --warmup "$counter_warmup" --eal-mb "$eal_mb" \
+        "${loop_memory[@]}" $args --idle-ms 3600000 --json "$out.json" > "$out.txt" 2>&1 ||
         { echo "scale.sh: ring_loop $name under cachegrind failed:" >&2; tail -5 "$out.txt" >&2; exit 1; }
       cg_annotate --auto=no --threshold=0 --show-percs=no "$out.out" > "$out.annotate" 2> "$out.annotate.err" ||
         { echo "scale.sh: cg_annotate $out.out failed:" >&2; tail -5 "$out.annotate.err" >&2; exit 1; }
@@ -265,13 +283,13 @@ if [ "$counters" = on ]; then
       { echo "scale.sh: $build/tests/bench/ring_loop changed during the runs (rebuilt?): its figures would mix builds" >&2; exit 1; }
   done
   echo "scale: counters took $(( SECONDS - counters_start )) s"
-  python3 - "$work" "$cg_d1" "$cg_ll" "$cg_d1_note" "$cg_ll_note" "$cg_ll_source" "${counter_seconds[@]}" "${counter_configs[@]}" <<'PY'
+  python3 - "$work" "$cg_d1" "$cg_ll" "$cg_d1_note" "$cg_ll_note" "$cg_ll_source" "$counter_warmup" "${counter_seconds[@]}" "${counter_configs[@]}" <<'PY'
 # Per configuration: the 6 s run's counts less the 2 s run's, per function
 # (cg_annotate's table), over the difference of packets received from launch
 # to stop; written to WORK/counters.json for the report below.
 import json, re, sys
-work, d1, ll, d1_note, ll_note, source, s_short, s_long = sys.argv[1:9]
-names = sys.argv[9:]
+work, d1, ll, d1_note, ll_note, source, warmup, s_short, s_long = sys.argv[1:10]
+names = sys.argv[10:]
 events = ["Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"]
 
 def strip_args(fn):
@@ -359,6 +377,10 @@ for name in names:
     p_short, p_long = (received(f"{work}/cg-{name}-{s}.txt") for s in (s_short, s_long))
     j_short, j_long = (json.load(open(f"{work}/cg-{name}-{s}.json")) for s in (s_short, s_long))
     packets = p_long - p_short
+    for j, s in ((j_short, s_short), (j_long, s_long)):
+        if j["new_connections_per_s"] > 0:
+            sys.exit(f"scale.sh: {name}: the {s} s run under cachegrind still inserted connections in its window "
+                     f"({j['new_connections_per_s']:.0f}/s): the warm-up ({warmup} s) did not lap the stream")
     if packets <= 0:
         sys.exit(f"scale.sh: {name}: the {s_long} s run received no more packets than the {s_short} s run")
     # The seconds between the two runs: their windows' (the warm-ups, alike, cancel).
@@ -383,13 +405,25 @@ for name in names:
 json.dump({"tool": "valgrind --tool=cachegrind --cache-sim=yes --fair-sched=yes",
            "geometry": {"d1": geometry(d1, d1_note), "ll": geometry(ll, ll_note), "source": source,
                         "ll_is": "one core's L2 (not the L3): an LL miss is a line from beyond the core's own caches"},
-           "method": f"the {s_long} s run's counts less the {s_short} s run's (--warmup 1 each), over the difference of "
+           "method": f"the {s_long} s run's counts less the {s_short} s run's (--warmup {warmup} each, none inserting a connection in its window), over the difference of "
                      "packets received from launch to stop; expire (qs::ConnectionTable::expire) per second of the loop "
                      "between them, the harness (qs::bench::*) per packet, both left out of per_packet; demand misses "
                      "(cachegrind does not simulate software prefetches)",
            "configurations": result}, open(f"{work}/counters.json", "w"), indent=2)
 PY
 fi
+
+# The floor: what a random line costs this host outside quicsteer
+# (tests/bench/random_line_cost), in tables of the sizes the connection runs
+# read: 32 KB (the L1), 256 KB (conn_1k's CID table, 4,096 slots), 32 MB
+# (conn_100k's, 512k slots) and 256 MB (conn_1m's, 4M slots), on the same
+# kind of pages. Its base work is set to cost about what conn_1k does.
+floor_sizes=(0.03125 0.25 32 256)
+floor_memory=()
+if [ "$memory" = hugepages ]; then floor_memory=(--hugepages); fi
+"$build/tests/bench/random_line_cost" "${floor_memory[@]}" --work 24 --burst 32 --seconds 1 "${floor_sizes[@]}" \
+  > "$work/floor.json" 2> "$work/floor.err" ||
+  { echo "scale.sh: random_line_cost failed:" >&2; tail -5 "$work/floor.err" >&2; exit 1; }
 
 python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$seconds" "$memory" "$oversize_rc" "${configs[@]}" <<'PY'
 import json, os, statistics, sys
@@ -410,6 +444,8 @@ for base in names:
                   "established_bytes", "eal_startup_bytes"]:
             c[k] = rs[0][k]
         c["untracked"] = [x["untracked"] for x in rs]
+        # Not "new": the window's steady state inserts none (the warm-up lapped the stream).
+        c["new_connections_in_window_per_s"] = [x["new_connections_per_s"] for x in rs]
         c["connections_live_at_end"] = [x["connections_live"] for x in rs]
         if base == "new":
             c["new_connections_per_s"] = spread([x["new_connections_per_s"] for x in rs])
@@ -423,12 +459,12 @@ ratios = {
     "connections_100k_vs_1k_zipf": med("conn_100k_zipf") / med("conn_1k_zipf"),
     "connections_1m_vs_1k_zipf": med("conn_1m_zipf") / med("conn_1k_zipf"),
     "forwarding_1m_vs_10k": med("fwd_1m") / med("fwd_10k"),
-    # action.slots_per_connection 4 (twice the memory), against the same
+    # action.slots_per_connection 2 (half the memory of the default 4), against the same
     # bases (at 1k and 10k the tables fit in the caches either way).
-    "connections_1m_vs_1k_4slots": med("conn_1m_4slots") / med("conn_1k"),
-    "connections_1m_vs_1k_zipf_4slots": med("conn_1m_zipf_4slots") / med("conn_1k_zipf"),
-    "forwarding_1m_vs_10k_4slots": med("fwd_1m_4slots") / med("fwd_10k"),
-    "connections_1m_4slots_vs_2slots": med("conn_1m_4slots") / med("conn_1m"),
+    "connections_1m_vs_1k_2slots": med("conn_1m_2slots") / med("conn_1k"),
+    "connections_1m_vs_1k_zipf_2slots": med("conn_1m_zipf_2slots") / med("conn_1k_zipf"),
+    "forwarding_1m_vs_10k_2slots": med("fwd_1m_2slots") / med("fwd_10k"),
+    "connections_1m_4slots_vs_2slots": med("conn_1m") / med("conn_1m_2slots"),
     "backends_100_vs_4": med("backends_100") / med("backends_4"),
     "backends_4096_vs_4": med("backends_4096") / med("backends_4"),
 }
@@ -436,15 +472,15 @@ for n in names:
     if n + "_before" in configs:
         ratios[f"{n}_after_vs_before"] = med(n) / med(n + "_before")
 targets = {"connections_1m_vs_1k": 1.5, "connections_1m_vs_1k_zipf": 1.5, "forwarding_1m_vs_10k": 1.5,
-           "connections_1m_vs_1k_4slots": 1.5, "connections_1m_vs_1k_zipf_4slots": 1.5,
-           "forwarding_1m_vs_10k_4slots": 1.5, "backends_4096_vs_4": 1.1}
+           "connections_1m_vs_1k_2slots": 1.5, "connections_1m_vs_1k_zipf_2slots": 1.5,
+           "forwarding_1m_vs_10k_2slots": 1.5, "backends_4096_vs_4": 1.1}
 new = configs["new"]
 new_per_s = new["new_connections_per_s"]["median"]
 c1m, f1m = configs["conn_1m"], configs["fwd_1m"]
 memory_figures = {
     "octets_per_connection": c1m["table_bytes"] / c1m["max_connections"],
-    "octets_per_connection_4slots": configs["conn_1m_4slots"]["table_bytes"] / c1m["max_connections"],
-    "startup_eal_bytes_1m_per_owner_4slots": configs["conn_1m_4slots"]["eal_startup_bytes"],
+    "octets_per_connection_2slots": configs["conn_1m_2slots"]["table_bytes"] / c1m["max_connections"],
+    "startup_eal_bytes_1m_per_owner_2slots": configs["conn_1m_2slots"]["eal_startup_bytes"],
     "octets_per_forwarding_entry": f1m["established_bytes"] / f1m["forwarding_entries"],
     "forwarding_entries_of_1m": f1m["forwarding_entries"],
     "startup_eal_bytes_1m_per_owner": c1m["eal_startup_bytes"],
@@ -467,7 +503,7 @@ print(f"new_connections_per_s = {n['median']:,.0f} per owner core ({n['min']:,.0
       f"{tsc_hz / n['median']:.0f} cycles each; Katran 125,000: {n['median'] / 125000:.1f}x; "
       f"target >= 1,000,000: {'met' if n['median'] >= 1e6 else 'not met'}); untracked {new['untracked']}  [{cpu}]")
 print(f"memory: {memory_figures['octets_per_connection']:.0f} octets per connection (action.max_connections; "
-      f"{memory_figures['octets_per_connection_4slots']:.0f} with slots_per_connection 4), "
+      f"{memory_figures['octets_per_connection_2slots']:.0f} with slots_per_connection 2), "
       f"{memory_figures['octets_per_forwarding_entry']:.1f} per forwarding entry (steering.forwarding.max_entries); "
       f"start-up EAL memory with 1M connections per owner {memory_figures['startup_eal_bytes_1m_per_owner'] / 2**20:.0f} MB "
       f"(with 1k: {memory_figures['startup_eal_bytes_1k_per_owner'] / 2**20:.0f} MB)")
@@ -484,7 +520,7 @@ if os.path.exists(f"{work}/counters.json"):
     counters_ratios = {
         "ll_misses_per_packet_1m_vs_1k": ratio("conn_1m", "conn_1k"),
         "ll_misses_per_packet_1m_minus_1k": cc["conn_1m"]["per_packet"]["ll_misses"] - cc["conn_1k"]["per_packet"]["ll_misses"],
-        "ll_misses_per_packet_1m_4slots_vs_1m": ratio("conn_1m_4slots", "conn_1m"),
+        "ll_misses_per_packet_1m_2slots_vs_1m": ratio("conn_1m_2slots", "conn_1m"),
         "ll_misses_per_packet_forwarding_1m_vs_10k": ratio("fwd_1m", "fwd_10k"),
         "ll_misses_per_packet_forwarding_1m_minus_10k": cc["fwd_1m"]["per_packet"]["ll_misses"] - cc["fwd_10k"]["per_packet"]["ll_misses"],
         "d1_misses_per_packet_1m_vs_1k": ratio("conn_1m", "conn_1k", "d1_misses"),
@@ -507,11 +543,33 @@ if os.path.exists(f"{work}/counters.json"):
               f"{h['ll_misses']:14.2f}  {top}  [{cpu}]")
     for k, v in counters_ratios.items():
         print(f"counters_ratios.{k} = {'null (its base is ~0)' if v is None else f'{v:.2f}'}  [{cpu}]")
+# The floor against quicsteer: cycles above the base per line needed.
+floor = json.load(open(f"{work}/floor.json"))
+fs = floor["sizes"]
+base_floor, big_floor = fs[0], fs[-1]
+floor["line_cost"] = {"prefetched": big_floor["prefetched"] - base_floor["prefetched"],
+                      "plain": big_floor["plain"] - base_floor["plain"],
+                      "chase_ns": big_floor["chase"] / floor["tsc_hz"] * 1e9}
+print(f"floor (tests/bench/random_line_cost, {'hugepages' if floor['hugepages'] else '4 KB pages'}; a burst of "
+      f"{floor['burst']}, each packet {floor['work']} rounds of work then a random 64-octet slot; TSC cycles per packet):")
+print(f"{'table':>10} {'prefetched':>11} {'plain':>8} {'chase (per slot)':>17}")
+for z in fs:
+    print(f"{z['mb']:>7g} MB {z['prefetched']:11.1f} {z['plain']:8.1f} {z['chase']:17.1f}  [{cpu}]")
+extra_1m = med("conn_1m") - med("conn_1k")
+print(f"a random line prefetched a burst ahead costs this host {floor['line_cost']['prefetched']:.1f} cycles above the "
+      f"{base_floor['mb']:g} MB base ({floor['line_cost']['plain']:.1f} without the prefetch; "
+      f"{floor['line_cost']['chase_ns']:.0f} ns alone); conn_1m costs {extra_1m:.1f} above conn_1k  [{cpu}]")
+if counters is not None:
+    lines = cc["conn_1m"]["per_packet"]["ll_misses"] - cc["conn_1k"]["per_packet"]["ll_misses"]
+    floor["conn_1m_cycles_per_line"] = extra_1m / lines if lines > 0 else None
+    floor["conn_1m_vs_floor_per_line"] = (extra_1m / lines) / floor["line_cost"]["prefetched"] if lines > 0 else None
+    print(f"  per line beyond the L2 (counters: {lines:.2f} a packet more): {extra_1m / lines:.1f} cycles, "
+          f"{floor['conn_1m_vs_floor_per_line']:.2f}x the floor's  [{cpu}]")
 json.dump({"benchmark": "scale", "cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "runs": runs, "seconds": seconds,
            "memory": memory, "lcores": "solo: main 0@CPU0, lcore 1@CPU1 receives and owns",
            "configurations": configs, "ratios": ratios, "new_connections_per_s": new_per_s,
            "new_connections_per_s_spread": n, "memory_figures": memory_figures, "oversize": oversize,
-           "counters": counters, "counters_ratios": counters_ratios,
+           "counters": counters, "counters_ratios": counters_ratios, "floor": floor,
            "targets": {**{k: f"<= {v:g}" for k, v in targets.items()}, "new_connections_per_s": ">= 1000000"}},
           open(out, "w"), indent=2)
 print(f"wrote {out}")
