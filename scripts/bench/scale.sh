@@ -177,7 +177,8 @@ fi
 
 mkdir -p results "$(dirname "$json")"
 work=$(mktemp -d /tmp/quicsteer-scale.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# Kept when the report fails, so that a long run's measurements are not lost.
+trap 'rc=$?; if [ $rc = 0 ]; then rm -rf "$work"; else echo "scale.sh: measurements kept in $work" >&2; fi' EXIT
 cpu=$(cpu_model)
 echo "scale: CPU $cpu, $(nproc) CPUs; solo layout: main lcore 0@CPU0, lcore 1@CPU1 receives and owns"
 echo "       $runs run(s) of ${seconds} s per configuration; EAL memory: $memory_text"
