@@ -10,7 +10,12 @@
 // registers) and a prefetch of one random slot of a table of SIZE MB; then,
 // for each packet, a read of the slot's key and a store into it (the
 // connection stage's lookup and its last-seen time). Three ways per size:
-//   prefetched   as above (what quicsteer does);
+//   prefetched   as above, each prefetch after its packet's work;
+//   together     the burst's prefetches first, back to back, then the
+//                work (quicsteer's receiver hashes a chunk's DCIDs and
+//                prefetches their slots in one loop right after parsing it):
+//                more misses asked for at once than the core has fill
+//                buffers, if that costs here;
 //   plain        the same without the prefetches (the out-of-order core
 //                alone overlaps what it can);
 //   chase        each slot names the next: one miss at a time, the latency.
@@ -71,7 +76,7 @@ inline std::uint64_t work(unsigned rounds, std::uint64_t seed) {
   return a ^ b ^ c ^ d;
 }
 
-enum class Way { kPrefetched, kPlain, kChase };
+enum class Way { kPrefetched, kTogether, kPlain, kChase };
 
 // Cycles per packet over about `seconds` (tsc_hz estimated by the caller).
 double run(Slot* table, std::uint64_t mask, Way way, const Options& o, std::uint64_t tsc_budget) {
@@ -92,10 +97,18 @@ double run(Slot* table, std::uint64_t mask, Way way, const Options& o, std::uint
   } else {
     while (now - start < tsc_budget) {
       for (unsigned round = 0; round < 64; ++round) {
-        for (unsigned i = 0; i < o.burst; ++i) {
-          idx[i] = xorshift(rng) & mask;
-          sink += work(o.work, idx[i]);
-          if (way == Way::kPrefetched) __builtin_prefetch(&table[idx[i]]);
+        if (way == Way::kTogether) {
+          for (unsigned i = 0; i < o.burst; ++i) {
+            idx[i] = xorshift(rng) & mask;
+            __builtin_prefetch(&table[idx[i]]);
+          }
+          for (unsigned i = 0; i < o.burst; ++i) sink += work(o.work, idx[i]);
+        } else {
+          for (unsigned i = 0; i < o.burst; ++i) {
+            idx[i] = xorshift(rng) & mask;
+            sink += work(o.work, idx[i]);
+            if (way == Way::kPrefetched) __builtin_prefetch(&table[idx[i]]);
+          }
         }
         for (unsigned i = 0; i < o.burst; ++i) {
           Slot& s = table[idx[i]];
@@ -175,11 +188,13 @@ int main(int argc, char** argv) {
       table[i].next = order[i];
     }
     const double prefetched = run(table, slots - 1, Way::kPrefetched, o, budget);
+    const double together = run(table, slots - 1, Way::kTogether, o, budget);
     const double plain = run(table, slots - 1, Way::kPlain, o, budget);
     const double chase = run(table, slots - 1, Way::kChase, o, budget);
-    std::printf("%s{\"mb\": %.4g, \"slots\": %llu, \"prefetched\": %.1f, \"plain\": %.1f, \"chase\": %.1f}",
+    std::printf("%s{\"mb\": %.4g, \"slots\": %llu, \"prefetched\": %.1f, \"together\": %.1f, \"plain\": %.1f, "
+                "\"chase\": %.1f}",
                 k ? ", " : "", double(slots * sizeof(Slot)) / 1048576.0, static_cast<unsigned long long>(slots),
-                prefetched, plain, chase);
+                prefetched, together, plain, chase);
     std::fflush(stdout);
     munmap(mem, bytes);
   }
