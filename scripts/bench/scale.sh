@@ -560,9 +560,9 @@ floor["line_cost"] = {"prefetched": big_floor["prefetched"] - base_floor["prefet
                       "chase_ns": big_floor["chase"] / floor["tsc_hz"] * 1e9}
 print(f"floor (tests/bench/random_line_cost, {'hugepages' if floor['hugepages'] else '4 KB pages'}; a burst of "
       f"{floor['burst']}, each packet {floor['work']} rounds of work then a random 64-octet slot; TSC cycles per packet):")
-print(f"{'table':>10} {'prefetched':>11} {'plain':>8} {'chase (per slot)':>17}")
+print(f"{'table':>10} {'prefetched':>11} {'together':>9} {'plain':>8} {'chase (per slot)':>17}")
 for z in fs:
-    print(f"{z['mb']:>7g} MB {z['prefetched']:11.1f} {z['plain']:8.1f} {z['chase']:17.1f}  [{cpu}]")
+    print(f"{z['mb']:>7g} MB {z['prefetched']:11.1f} {z['together']:9.1f} {z['plain']:8.1f} {z['chase']:17.1f}  [{cpu}]")
 extra_1m = med("conn_1m") - med("conn_1k")
 print(f"a random line prefetched a burst ahead costs this host {floor['line_cost']['prefetched']:.1f} cycles above the "
       f"{base_floor['mb']:g} MB base ({floor['line_cost']['plain']:.1f} without the prefetch; "
