@@ -68,17 +68,22 @@ run_suites() {
   fi
   echo "== $name: testing"
   local testlog=$dir/meson-logs/testlog.json
-  rm -f "$testlog"
+  rm -f "$testlog" "$log.why"
   meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes "$jobs" \
     --timeout-multiplier "$mult" "$@" 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout|Unexpected Pass|Skipped):' || true
   # meson prints its summary ("Ok: N" ...) only when the run finished; the
   # counts and the skipped tests' names come from the testlog.
   local counts
-  if ! grep -q '^Ok: *[0-9]' "$log" || ! counts=$(python3 scripts/testlog_summary.py "$name" "$testlog" "$skipfile"); then
+  # What each failed test said of why (testlog_summary.py, on its stderr) to
+  # stdout: a CI record keeps the console, not results/test-logs.
+  if ! grep -q '^Ok: *[0-9]' "$log" ||
+    ! counts=$(python3 scripts/testlog_summary.py "$name" "$testlog" "$skipfile" 2>"$log.why"); then
+    cat "$log.why" 2>/dev/null
     echo "== $name: meson test did not finish (see $log)"
     failed=$((failed + 1))
     return
   fi
+  cat "$log.why"
   local ok fail skip
   read -r ok fail skip <<<"$counts"
   passed=$((passed + ok))

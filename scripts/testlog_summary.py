@@ -11,6 +11,12 @@ one), else its last line of output, else empty.
 
 meson's own summary lines ("Ok:", "Fail:", ...) give counts but no names; the
 testlog has each test's result and output.
+
+Each failed test's output, as far as it says why, goes to stderr: its lines
+that say FAILED (or fail a check otherwise: "Error", "error:", "Assertion"),
+at most 40, else its last 40 lines. test.sh shows the console only meson's
+one line per test, and a CI record keeps only the console: without this, a
+failure seen once in CI and not again by hand leaves nothing to go on.
 """
 import json
 import sys
@@ -37,6 +43,18 @@ def skip_reason(entry):
     return " ".join(reason.split())[:300]
 
 
+WHY = ("FAILED", "Error", "error:", "Assertion", "assert", "Traceback", "did not", "timed out")
+
+
+def why_failed(entry, limit=40):
+    """The lines of a failed test's output that say why (WHY), else its last
+    lines; at most `limit`."""
+    lines = [ln.rstrip() for key in ("stdout", "stderr") for ln in (entry.get(key) or "").splitlines()]
+    lines = [ln for ln in lines if ln.strip()]
+    said = [ln for ln in lines if any(w in ln for w in WHY)]
+    return (said or lines)[-limit:]
+
+
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
@@ -57,6 +75,9 @@ def main():
                 skipped.write(f"{name}/{test}\t{suites or '-'}\t{skip_reason(entry)}\n")
             elif result in FAILED:
                 counts["failed"] += 1
+                print(f"== {name}: {entry['name']}: {result}; why, from its output:", file=sys.stderr)
+                for line in why_failed(entry):
+                    print(f"   | {line[:400]}", file=sys.stderr)
             else:
                 # A result this script does not know is not a pass.
                 print(f"{name}: {entry['name']}: unknown result {result}", file=sys.stderr)
