@@ -51,6 +51,25 @@ def downloads(work, tag, count):
     return rcs, done
 
 
+def broken(work, tag, count, rcs, done):
+    """One line per download of the batch that did not arrive whole: its
+    client's exit status and time, and the last lines of its log (the
+    test's files are gone once a CI run ends; this is what is left)."""
+    lines = []
+    for i in range(count):
+        name = f"down{i}"
+        if name in done:
+            continue
+        rc, ms = rcs.get(name, (None, None))
+        try:
+            with open(os.path.join(work, f"{tag}-dl", f"{name}.log"), errors="replace") as f:
+                tail = [ln.strip() for ln in f.read().splitlines() if ln.strip()][-3:]
+        except OSError:
+            tail = ["(no log)"]
+        lines.append(f"{name}: exit {rc} after {ms} ms; its log ends: {' | '.join(tail)[:300]}")
+    return lines
+
+
 def update_json(path, tag, figures):
     doc = json.load(open(path)) if os.path.exists(path) else {}
     doc.setdefault(tag, {}).update(figures)
@@ -67,7 +86,7 @@ def cmd_transfers(a):
     if a.json:
         update_json(a.json, a.tag, {"completed": ok, "transfers": a.count})
     if a.expect == "ok" and ok != a.count:
-        return report(a.tag, [f"{a.count - ok} of {a.count} downloads broke"])
+        return report(a.tag, [f"{a.count - ok} of {a.count} downloads broke"] + broken(a.work, a.tag, a.count, rcs, done))
     return 0
 
 
@@ -136,7 +155,7 @@ def cmd_rebinding(a):
     of them at the crash."""
     t_event = int(open(os.path.join(a.work, f"{a.tag}-event")).read().split()[0]) / 1e9
     t_start = int(open(os.path.join(a.work, f"{a.tag}-window")).read().split()[0]) / 1e9
-    _, done = downloads(a.work, a.tag, a.count)
+    rcs, done = downloads(a.work, a.tag, a.count)
     ports = {}
     with open(os.path.join(a.work, f"{a.tag}-ports.tsv")) as f:
         for line in f:
@@ -179,6 +198,7 @@ def cmd_rebinding(a):
     if a.expect == "ok":
         if len(done) != a.count:
             failures.append(f"{a.count - len(done)} of {a.count} downloads broke")
+            failures += broken(a.work, a.tag, a.count, rcs, done)
         if len(rebinds) != a.count:
             failures.append(f"{a.count - len(rebinds)} downloads did not rebind before the crash")
         if classes["moved_at_crash"][0] + classes["moved_back"][0] == 0:
