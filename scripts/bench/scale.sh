@@ -96,6 +96,9 @@
 # 1k, 100k and 1M connections; and, with the counters, what conn_1m pays per
 # line it needs beyond the L2 against that (the JSON's floor,
 # floor.conn_1m_vs_floor_per_line): how much of the growth is the machine's.
+# Then the floor again with one load a packet into a working set of 512 KB
+# and of 1 MB (floor.with_working_set), about the owner's: what the line
+# costs a loop that, as the owner does, needs more of the L2 than its table.
 # Writes results/scale.json (or --json FILE). Takes about 90 s per run.
 source "$(dirname "$0")/lib/common.sh"
 cd "$root"
@@ -429,6 +432,17 @@ if [ "$memory" = hugepages ]; then floor_memory=(--hugepages); fi
 "$build/tests/bench/random_line_cost" "${floor_memory[@]}" --work 24 --burst 32 --seconds 1 "${floor_sizes[@]}" \
   > "$work/floor.json" 2> "$work/floor.err" ||
   { echo "scale.sh: random_line_cost failed:" >&2; tail -5 "$work/floor.err" >&2; exit 1; }
+# The same with a working set of the owner's: one load a packet of a random
+# line of a buffer of 512 KB or 1 MB (random_line_cost --near-loads), which
+# misses the L1 and, once the table's lines stream through the L2, the L2
+# too. The owner's own working set, apart from the CID table, is between
+# the two (cachegrind, conn_1k: 0.13 lines a packet more from beyond an L2
+# of 512 KB, none beyond 1 MB; tests/bench/RESULTS.md).
+for kb in 512 1024; do
+  "$build/tests/bench/random_line_cost" "${floor_memory[@]}" --work 24 --burst 32 --seconds 1 \
+    --near-loads 1 --near-kb "$kb" "${floor_sizes[0]}" "${floor_sizes[-1]}" > "$work/floor-near$kb.json" 2> "$work/floor.err" ||
+    { echo "scale.sh: random_line_cost --near-kb $kb failed:" >&2; tail -5 "$work/floor.err" >&2; exit 1; }
+done
 
 python3 - "$work" "$runs" "$json" "$cpu" "$(nproc)" "$seconds" "$memory" "$oversize_rc" "${configs[@]}" <<'PY'
 import json, os, statistics, sys
@@ -567,12 +581,22 @@ extra_1m = med("conn_1m") - med("conn_1k")
 print(f"a random line prefetched a burst ahead costs this host {floor['line_cost']['prefetched']:.1f} cycles above the "
       f"{base_floor['mb']:g} MB base ({floor['line_cost']['plain']:.1f} without the prefetch; "
       f"{floor['line_cost']['chase_ns']:.0f} ns alone); conn_1m costs {extra_1m:.1f} above conn_1k  [{cpu}]")
+floor["with_working_set"] = []
+for kb in (512, 1024):
+    near = json.load(open(f"{work}/floor-near{kb}.json"))
+    nb, nbig = near["sizes"][0], near["sizes"][-1]
+    floor["with_working_set"].append({"near_kb": kb, "near_loads": near["near_loads"], "sizes": near["sizes"],
+                                      "line_cost_prefetched": nbig["prefetched"] - nb["prefetched"]})
+print("  with one load a packet of a line of the packet's own working set, "
+      + " and ".join(f"{w['near_kb']} KB: {w['line_cost_prefetched']:.1f}" for w in floor["with_working_set"])
+      + f" cycles a line prefetched  [{cpu}]")
 if counters is not None:
     lines = cc["conn_1m"]["per_packet"]["ll_misses"] - cc["conn_1k"]["per_packet"]["ll_misses"]
     floor["conn_1m_cycles_per_line"] = extra_1m / lines if lines > 0 else None
     floor["conn_1m_vs_floor_per_line"] = (extra_1m / lines) / floor["line_cost"]["prefetched"] if lines > 0 else None
     print(f"  per line beyond the L2 (counters: {lines:.2f} a packet more): {extra_1m / lines:.1f} cycles, "
-          f"{floor['conn_1m_vs_floor_per_line']:.2f}x the floor's  [{cpu}]")
+          f"{floor['conn_1m_vs_floor_per_line']:.2f}x the floor's; the floor with the working set: "
+          + " to ".join(f"{w['line_cost_prefetched']:.1f}" for w in floor["with_working_set"]) + f"  [{cpu}]")
 json.dump({"benchmark": "scale", "cpu": cpu, "cpus": int(cpus), "tsc_hz": tsc_hz, "runs": runs, "seconds": seconds,
            "memory": memory, "lcores": "solo: main 0@CPU0, lcore 1@CPU1 receives and owns",
            "configurations": configs, "ratios": ratios, "new_connections_per_s": new_per_s,
