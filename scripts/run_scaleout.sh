@@ -68,7 +68,7 @@ for ev in "crash 0" "return 0" "drain 1" "silent 1"; do
   $check transfers "$RQ_WORK" "$event" --count 20
   [ "$event" = crash ] || [ "$event" = silent ] && $check failover "$RQ_WORK" "$event" --victim "$i"
   [ "$event" = drain ] && read -r _ tag <"$RQ_WORK/drain-drained" && $check drops "$RQ_WORK" "$tag.json"
-  [ "$event" = drain ] && { so_quicsteer_start 1 && qsso_wait_nexthops 2 10; }
+  [ "$event" = drain ] && { so_quicsteer_start 1 && qsso_wait_nexthops 2 30; }
 done
 so_instance_back 1
 sleep 0.5

@@ -81,8 +81,8 @@ bench_batch() {
     $check transfers "$RQ_WORK" "$1" --count 20 --expect report --json "$figures" | tail -1
   fi
   case $2 in crash | silent) $check failover "$RQ_WORK" "$1" --victim "$3" --json "$figures" | tail -1 ;; esac
-  [ "${4:-}" = rebind ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 10 || exit 1; }
-  [ "$2" = drain ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 10 || exit 1; }
+  [ "${4:-}" = rebind ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 30 || exit 1; }
+  [ "$2" = drain ] && { so_quicsteer_start "$3" && qsso_wait_nexthops 2 30 || exit 1; }
   [ "$2" = silent ] && { so_instance_back "$3" || exit 1; }
 }
 

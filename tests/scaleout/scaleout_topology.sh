@@ -267,15 +267,21 @@ qsso_nexthops() {
   ip -n "$(qsso_ns rt)" route show "$QSSO_VIP/32" 2>/dev/null | grep -o 'via [0-9.]*' | cut -d' ' -f2 | sort
 }
 
-# qsso_wait_nexthops N SECONDS: until the router has N next hops.
+# qsso_wait_nexthops N SECONDS: until the router has N next hops, for at most
+# SECONDS of the clock; how long it took (ms, or how long it gave up after)
+# in QSSO_WAITED_MS.
 qsso_wait_nexthops() {
-  local i
-  for ((i = 0; i < $2 * 50; i++)); do
+  local t0 now
+  t0=$(date +%s%N)
+  while :; do
+    now=$(date +%s%N)
+    QSSO_WAITED_MS=$(((now - t0) / 1000000))
     [ "$(qsso_nexthops | grep -c .)" -eq "$1" ] && return 0
+    [ "$QSSO_WAITED_MS" -lt $(($2 * 1000)) ] || return 1
     sleep 0.02
   done
-  return 1
 }
+QSSO_WAITED_MS=0
 
 # qsso_silence I on|off: instance I's machine falls silent (nothing it sends
 # reaches the router: no BGP keepalive, BFD, TCP reset or ARP reply; the link
