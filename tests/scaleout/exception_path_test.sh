@@ -143,9 +143,14 @@ so_all_up || { echo "exception: the instance did not come up"; exit 1; }
 log "router's next hop for $QSSO_VIP: $(qsso_nexthops | tr '\n' ' ')($(($(date +%s) - start)) s)"
 
 # ---- the data port is the kernel's no more
-ip -n "$qs" addr show dev qsso-rx | grep -q inet && fail "qsso-rx has an address"
-ip netns exec "$qs" nft list chain netdev qsso_nic_qsso-rx ingress | grep -q 'policy drop' ||
-  fail "qsso-rx has no netdev ingress chain that drops"
+# Each listing is read whole before it is searched: under pipefail,
+# `nft list ... | grep -q` fails when grep has its match and exits while nft
+# still writes (nft writes its listing in many small pieces; the rest then
+# meets a closed pipe). That failed one CI run on a chain that was there.
+addrs=$(ip -n "$qs" addr show dev qsso-rx 2>&1)
+grep -q inet <<<"$addrs" && fail "qsso-rx has an address: $(tr -s "\n" " " <<<"$addrs")"
+chain=$(ip netns exec "$qs" nft list chain netdev qsso_nic_qsso-rx ingress 2>&1)
+grep -q 'policy drop' <<<"$chain" || fail "qsso-rx has no netdev ingress chain that drops: $(tr -s "\n" " " <<<"$chain")"
 
 # ---- reach: ARP, ND and ping through quicsteer
 log "reach: the router resolves $ADDR and $ADDR6 and pings them"

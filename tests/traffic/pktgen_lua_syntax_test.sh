@@ -33,15 +33,17 @@ abs_dir=$(cd "$dir" && pwd)
 stub='pktgen = {screen = function() end, quit = function() print("stub: pktgen.quit") end}'
 for name in "${expected[@]}"; do
   out=$(cd / && "$lua" -e "qs_settings = {QS_PORT = '99', QS_QUIT = '1'}; $stub" "$abs_dir/$name" 2>&1 || true)
-  if printf '%s' "$out" | grep -q 'error: .*QS_PORT=99: expected a number in \[0, 63\]' &&
-     printf '%s' "$out" | grep -q 'stub: pktgen.quit'; then
+  # Searched as here-strings, not `printf | grep -q`: under pipefail that
+  # fails when grep exits on its match while printf still writes.
+  if grep -q 'error: .*QS_PORT=99: expected a number in \[0, 63\]' <<<"$out" &&
+     grep -q 'stub: pktgen.quit' <<<"$out"; then
     echo "ok: $name validates its settings and quits after the error"
   else
     echo "FAIL: $name did not refuse QS_PORT=99 and quit: $out" >&2
     status=1
   fi
   out=$(cd / && "$lua" -e "qs_settings = {QS_PORT = '0x10'}; $stub" "$abs_dir/$name" 2>&1 || true)
-  if printf '%s' "$out" | grep -q 'QS_PORT=0x10: expected a number' && ! printf '%s' "$out" | grep -q 'stub: pktgen.quit'; then
+  if grep -q 'QS_PORT=0x10: expected a number' <<<"$out" && ! grep -q 'stub: pktgen.quit' <<<"$out"; then
     echo "ok: $name refuses a hexadecimal setting and, without QS_QUIT, stays"
   else
     echo "FAIL: $name with QS_PORT=0x10: $out" >&2

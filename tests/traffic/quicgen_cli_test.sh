@@ -8,7 +8,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$quicgen" --help | grep -q -- '--nat-rebind' || fail "--help does not document the options"
+# Read whole, then searched: `... | grep -q` under pipefail fails when grep
+# exits on its match while the writer still has more to write.
+help=$("$quicgen" --help)
+grep -q -- '--nat-rebind' <<<"$help" || fail "--help does not document the options"
 
 out=$("$quicgen" --out "$work/a.pcap" --connections 50 --seed 7 --truth "$work/a.csv")
 echo "$out"
