@@ -65,6 +65,7 @@ for ev in "crash 0" "return 0" "drain 1" "silent 1"; do
   so_batch "$event" 20 "$event" "$i"
   rq_settle_captures "$event"
   rq_stop_captures
+  so_stop_route_monitor
   $check transfers "$RQ_WORK" "$event" --count 20
   [ "$event" = crash ] || [ "$event" = silent ] && $check failover "$RQ_WORK" "$event" --victim "$i"
   [ "$event" = drain ] && read -r _ tag <"$RQ_WORK/drain-drained" && $check drops "$RQ_WORK" "$tag.json"

@@ -14,7 +14,7 @@ testlog has each test's result and output.
 
 Each failed test's output, as far as it says why, goes to stderr: its lines
 that say FAILED (or fail a check otherwise: "Error", "error:", "Assertion"),
-at most 40, else its last 40 lines. test.sh shows the console only meson's
+at most 40 (2000 characters each), else its last 40 lines. test.sh shows the console only meson's
 one line per test, and a CI record keeps only the console: without this, a
 failure seen once in CI and not again by hand leaves nothing to go on.
 """
@@ -77,7 +77,9 @@ def main():
                 counts["failed"] += 1
                 print(f"== {name}: {entry['name']}: {result}; why, from its output:", file=sys.stderr)
                 for line in why_failed(entry):
-                    print(f"   | {line[:400]}", file=sys.stderr)
+                    # long enough for a check's whole account of why (the
+                    # scale-out checks name a batch's route changes in one line)
+                    print(f"   | {line[:2000]}", file=sys.stderr)
             else:
                 # A result this script does not know is not a pass.
                 print(f"{name}: {entry['name']}: unknown result {result}", file=sys.stderr)

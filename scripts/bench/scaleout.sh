@@ -75,6 +75,7 @@ bench_batch() {
   SO_CLIENT_OPTS=() SO_SAMPLE_PORTS=0 SO_EVENT_AFTER=1
   rq_settle_captures "$1"
   rq_stop_captures
+  so_stop_route_monitor
   if [ "${4:-}" = rebind ]; then
     $check rebinding "$RQ_WORK" "$1" --count 20 --victim "$3" --expect report --json "$figures" | tail -1
   else

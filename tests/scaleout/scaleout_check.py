@@ -13,6 +13,7 @@ with). Each subcommand prints what it found; exit 1 when an assertion fails.
   drops     WORK STATS_JSON
 """
 import argparse
+import datetime
 import json
 import os
 import re
@@ -23,6 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from realquic_check import pcap_records, sha256_file  # noqa: E402
 
 NINSTANCES = 2
+VIP = "10.79.1.1"  # the service address (QSSO_VIP of scaleout_topology.sh)
+INSTANCE_ADDRS = {f"10.79.1{i}.2" for i in range(NINSTANCES)}  # the BGP next hops (qsso_inst_addr)
 NSERVERS = 4
 QUIC_PORT = 443
 
@@ -68,6 +71,95 @@ def broken(work, tag, count, rcs, done):
             tail = ["(no log)"]
         lines.append(f"{name}: exit {rc} after {ms} ms; its log ends: {' | '.join(tail)[:300]}")
     return lines
+
+
+def local_time(stamp, fmt):
+    """Seconds since the epoch of a local time stamp ('2026-11-29T09:11:38.931662'
+    from ip -ts, '2026/11/29 09:11:38.931' from FRR's log)."""
+    return datetime.datetime.strptime(stamp, fmt).timestamp()
+
+
+def batch_story(work, tag):
+    """How the router spread the batch TAG, in one line: its next hops for
+    the service address at the start and at each change (TAG-routes.log:
+    so_start_captures' snapshot, then ip monitor), each watcher's announce
+    and withdraw (watchI.log) and each BGP session's change the router logged
+    (frr/rt.log, %ADJCHANGE: a session down says why: BFD, the hold time),
+    in ms from the batch's start, the event's time named. A check that finds
+    an instance got too little prints it: the test's files are gone once a
+    CI run ends, and this says whether the router or quicsteer was short."""
+    try:
+        t0 = int(open(os.path.join(work, f"{tag}-window")).read().split()[0]) / 1e9
+        t1 = int(open(os.path.join(work, f"{tag}-window")).read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return f"{tag}: no window recorded"
+    events = []
+    try:
+        ev = open(os.path.join(work, f"{tag}-event")).read().split()
+        events.append((int(ev[0]) / 1e9, f"the event ({' '.join(ev[1:3])})"))
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        for line in open(os.path.join(work, f"{tag}-routes.log"), errors="replace"):
+            words = line.split()
+            if words[:1] == ["start"] and len(words) >= 2:
+                events.append((int(words[1]) / 1e9, f"next hops [{' '.join(words[2:])}]"))
+                continue
+            if words[:1] == ["neighbour"] and len(words) >= 3:
+                if words[2] in INSTANCE_ADDRS:
+                    events.append((int(words[1]) / 1e9, f"neighbour {words[2]} {words[-1]}"))
+                continue
+            m = re.match(r"\[([0-9T:.-]+)\] (Deleted )?([0-9.]+)(/32)? ", line)
+            if m and m.group(3) in INSTANCE_ADDRS and " dev " in line:
+                state = "deleted" if m.group(2) else line.split()[-1]
+                events.append((local_time(m.group(1), "%Y-%m-%dT%H:%M:%S.%f"), f"neighbour {m.group(3)} {state}"))
+                continue
+            if not m or m.group(3) != VIP:
+                continue
+            hops = [] if m.group(2) else sorted(re.findall(r"via ([0-9.]+)", line))
+            events.append((local_time(m.group(1), "%Y-%m-%dT%H:%M:%S.%f"), f"next hops [{' '.join(hops)}]"))
+    except OSError:
+        events.append((t0, "no route log"))
+    for i in range(NINSTANCES):
+        try:
+            for line in open(os.path.join(work, f"watch{i}.log"), errors="replace"):
+                words = line.split(None, 1)
+                if len(words) == 2 and words[0].isdigit():
+                    events.append((int(words[0]) / 1e9, f"watcher {i}: {words[1].strip()}"))
+        except OSError:
+            pass
+    try:
+        for line in open(os.path.join(work, "frr", "rt.log"), errors="replace"):
+            m = re.match(r"(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d+) .*%(?:ADJCHANGE|NOTIFICATION[^:]*): (.*)", line)
+            if m:
+                events.append((local_time(m.group(1), "%Y/%m/%d %H:%M:%S.%f"), f"router: {m.group(2).strip()}"))
+    except OSError:
+        pass
+    # from 5 s before the batch (a change just before it decides its start) to its end
+    said = [f"{(t - t0) * 1000:+.0f} ms {what}" for t, what in sorted(events) if t0 - 5 <= t <= t1]
+    # what each capture and each killed quicsteer counted: a capture that lost
+    # frames, or a quicsteer that received none, is another story than a route
+    counted = []
+    for i in range(NINSTANCES):
+        try:
+            text = open(os.path.join(work, f"{tag}-qs{i}.tcpdump"), errors="replace").read()
+            got = dict((k, v) for v, k in re.findall(r"(\d+) packets? (captured|dropped by kernel)", text))
+            counted.append(f"capture {i}: {got.get('captured', '?')} frames, {got.get('dropped by kernel', '?')} "
+                           f"dropped by the kernel")
+        except OSError:
+            pass
+        try:
+            text = open(os.path.join(work, f"{tag}-qs{i}-metrics.txt"), errors="replace").read()
+            sums = {name: sum(int(float(v)) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+                    for name in ("quicsteer_rx_packets_total", "quicsteer_to_kernel_packets_total",
+                                 "quicsteer_owner_tx_packets_total")}
+            counted.append(f"quicsteer {i} before the kill: rx {sums['quicsteer_rx_packets_total']}, to the "
+                           f"kernel {sums['quicsteer_to_kernel_packets_total']}, tx "
+                           f"{sums['quicsteer_owner_tx_packets_total']}")
+        except OSError:
+            pass
+    return (f"the batch's routing, from its start: {'; '.join(said) or 'nothing recorded'}"
+            + (f"; {'; '.join(counted)}" if counted else ""))
 
 
 def update_json(path, tag, figures):
@@ -132,6 +224,8 @@ def cmd_failover(a):
           f"instance {ms} ms after the event; the router's last packet to instance {a.victim} at {last} ms")
     if a.json:
         update_json(a.json, a.tag, {"failover_ms": ms, "last_to_victim_ms": last, "victim_connections": len(before)})
+    if failures:
+        failures.append(batch_story(a.work, a.tag))
     return report(a.tag, failures)
 
 
@@ -324,7 +418,7 @@ def cmd_routing(a):
         initials += initial
         if same == 0 or matched == 0:
             failures.append(f"instance {i}'s capture holds too little to compare ({same} frames, {matched} "
-                            f"found at a server)")
+                            f"found at a server); {batch_story(a.work, a.tag)}")
         if differ:
             failures.append(f"instance {i}: {differ} frames routed differently")
         if unseen:

@@ -154,6 +154,9 @@ so_all_up() {
 # watcher withdraws the route; the TAP goes with quicsteer, so the BGP
 # session and BFD go down too).
 so_event_crash() {
+  # quicsteer's counters as last published (each stats.period_ms), kept for
+  # the check: whether the router's traffic reached it before the kill.
+  ip netns exec "$(qsso_ns "qs$2")" curl -s -m 1 http://127.0.0.1:9100/metrics >"$RQ_WORK/$1-qs$2-metrics.txt" 2>/dev/null
   echo "$(so_now) crash $2" >"$RQ_WORK/$1-event"
   so_quicsteer_stop "$2" KILL
 }
@@ -204,11 +207,26 @@ so_instance_back() {
 }
 
 # so_start_captures TAG: what the router sends each instance (qsso-rI, out)
-# and what reaches each server (qsso-e, in); 256 octets of each frame.
+# and what reaches each server (qsso-e, in); 256 octets of each frame. And
+# the router's next hops for the service address and its neighbours: those
+# at the start ("start T_NS HOP...", "neighbour T_NS ADDRESS dev ... STATE"),
+# then every change to its IPv4 routes and neighbours (ip monitor, one line
+# each) in $RQ_WORK/TAG-routes.log, which scaleout_check.py reads to tell
+# how traffic was spread over the batch.
 so_start_captures() {
   local n rt
   rt=$(qsso_ns rt)
   RQ_CAPTURES=()
+  # The monitor before the snapshot: a change between the two is in the log
+  # with a time before the snapshot's, and the check orders by time. Stopped
+  # with SIGTERM (so_stop_route_monitor): a background job ignores SIGINT,
+  # and ip, unlike tcpdump, does not take it back.
+  : >"$RQ_WORK/$1-routes.log"
+  ip -n "$rt" -ts -o -4 monitor route neigh >>"$RQ_WORK/$1-routes.log" 2>&1 &
+  SO_ROUTE_MONITOR=$!
+  RQ_PIDS+=($!)
+  echo "start $(so_now) $(qsso_nexthops | tr '\n' ' ')" >>"$RQ_WORK/$1-routes.log"
+  ip -n "$rt" -4 neigh show | sed "s/^/neighbour $(so_now) /" >>"$RQ_WORK/$1-routes.log"
   for ((n = 0; n < QSSO_NINSTANCES; n++)); do
     ip netns exec "$rt" tcpdump -n -i "qsso-r$n" -Q out -s 256 -B 32768 -U -w "$RQ_WORK/$1-qs$n.pcap" \
       2>"$RQ_WORK/$1-qs$n.tcpdump" &
@@ -223,6 +241,14 @@ so_start_captures() {
   for f in qs0 qs1 srv0 srv1 srv2 srv3; do
     rq_wait_for "$RQ_WORK/$1-$f.tcpdump" "listening on" 20 || { echo "scaleout: capture $1-$f:"; cat "$RQ_WORK/$1-$f.tcpdump"; return 1; }
   done
+}
+
+# so_stop_route_monitor: ends so_start_captures' route monitor.
+so_stop_route_monitor() {
+  [ -n "${SO_ROUTE_MONITOR:-}" ] || return 0
+  kill -TERM "$SO_ROUTE_MONITOR" 2>/dev/null
+  wait "$SO_ROUTE_MONITOR" 2>/dev/null
+  SO_ROUTE_MONITOR=
 }
 
 # so_sample_ports TAG: until $RQ_WORK/TAG-ports.stop exists, every 0.2 s, the

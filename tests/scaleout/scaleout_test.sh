@@ -49,7 +49,8 @@
 # with peer_sync) it runs again on that, and every download must complete.
 #
 # usage: scaleout_test.sh BUILD_DIR    (as root; exit 77 = skipped: no root,
-# network namespaces or FRR)
+# network namespaces or FRR; SO_KEEP_WORK=1 keeps the files of a run that
+# passed, as one that failed keeps them)
 set -uo pipefail
 BUILD=$(cd "${1:?usage: scaleout_test.sh BUILD_DIR}" && pwd)
 SO_SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,7 +74,7 @@ CHECK="python3 $SO_SRC/tests/scaleout/scaleout_check.py"
 cleanup() {
   rq_stop_all
   qsso_down
-  if [ "${failed:-1}" -eq 0 ]; then rm -rf "$RQ_WORK"; else echo "scaleout: files kept in $RQ_WORK"; fi
+  if [ "${failed:-1}" -eq 0 ] && [ -z "${SO_KEEP_WORK:-}" ]; then rm -rf "$RQ_WORK"; else echo "scaleout: files kept in $RQ_WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -108,6 +109,7 @@ so_run() {
   so_batch "$1" "$N" "$2" "$3"
   rq_settle_captures "$1"
   rq_stop_captures
+  so_stop_route_monitor
   so_log "$1: router's next hops now: $(qsso_nexthops | tr '\n' ' ')"
 }
 routing() {

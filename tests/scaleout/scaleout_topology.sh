@@ -229,13 +229,19 @@ qsso_server_up() {
 qsso_frr_start() {
   local ns conf d
   ns=$(qsso_ns "$1")
-  mkdir -p "$QSSO_WORK/frr" && chmod 755 "$QSSO_WORK" "$QSSO_WORK/frr"
+  mkdir -p "$QSSO_WORK/frr" && chmod 755 "$QSSO_WORK" && chown frr:frr "$QSSO_WORK/frr"
   conf=$QSSO_WORK/frr/$1.conf
-  if [ "${3:-}" = nobfd ]; then
-    sed -e '/^ neighbor .* bfd$/d' -e '/^bfd$/,$d' "$2" >"$conf"
-  else
-    cp "$2" "$conf"
-  fi
+  # A log per instance of FRR, in milliseconds: which session went down and
+  # why (BFD, the hold time) is what explains a route the router lost.
+  {
+    echo "log file $QSSO_WORK/frr/$1.log informational"
+    echo "log timestamp precision 3"
+    if [ "${3:-}" = nobfd ]; then
+      sed -e '/^ neighbor .* bfd$/d' -e '/^bfd$/,$d' "$2"
+    else
+      cat "$2"
+    fi
+  } >"$conf"
   chmod 644 "$conf"
   mkdir -p "/var/run/frr/$ns" && chown frr:frr "/var/run/frr/$ns" || return 1
   for d in zebra bgpd bfdd; do
