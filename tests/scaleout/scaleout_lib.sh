@@ -241,6 +241,21 @@ so_start_captures() {
   for f in qs0 qs1 srv0 srv1 srv2 srv3; do
     rq_wait_for "$RQ_WORK/$1-$f.tcpdump" "listening on" 20 || { echo "scaleout: capture $1-$f:"; cat "$RQ_WORK/$1-$f.tcpdump"; return 1; }
   done
+  # The captures' start has silenced the router's side of BFD for over
+  # 300 ms: in two batches of one CI run, BFD took a session down 320-350 ms
+  # after the captures started (in one, both instances' sessions at once,
+  # each instance seeing the router fall silent), and the router had no next
+  # hop to an instance for the batch's first second; an earlier CI failure
+  # looked the same. The router's side stalled, not quicsteer. So the batch waits out BFD's detection time, then
+  # for a next hop per running instance.
+  sleep 0.5
+  local want=0
+  for ((n = 0; n < QSSO_NINSTANCES; n++)); do [ -n "${SO_QS_PID[$n]:-}" ] && want=$((want + 1)); done
+  if ! qsso_wait_nexthops "$want" 30; then
+    echo "scaleout: $1: the router has not a next hop per running instance ($want) within 30 s of the captures' start: $(qsso_nexthops | tr '\n' ' ')"
+    return 1
+  fi
+  [ "$QSSO_WAITED_MS" -lt 100 ] || so_log "$1: the router had its $want next hops again $QSSO_WAITED_MS ms after the captures started"
 }
 
 # so_stop_route_monitor: ends so_start_captures' route monitor.
