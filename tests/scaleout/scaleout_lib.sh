@@ -246,7 +246,9 @@ so_start_captures() {
   # after the captures started (in one, both instances' sessions at once,
   # each instance seeing the router fall silent), and the router had no next
   # hop to an instance for the batch's first second; an earlier CI failure
-  # looked the same. The router's side stalled, not quicsteer. So the batch waits out BFD's detection time, then
+  # looked the same. The router's side stalled, not quicsteer: a tcpdump
+  # with its 32 MB ring takes 50-110 ms of the kernel to start here (5-30 ms
+  # with 4 MB), and six start at once on two vCPUs. So the batch waits out BFD's detection time, then
   # for a next hop per running instance.
   sleep 0.5
   local want=0
